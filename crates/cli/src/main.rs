@@ -1,0 +1,2 @@
+//! The `pcdn` command.
+fn main() {}

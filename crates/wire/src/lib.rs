@@ -1,0 +1,481 @@
+//! pcdn wire protocol v1: every datagram's format, encoded and decoded without I/O.
+//!
+//! The byte-by-byte specification is `docs/protocol.md`. Every datagram starts with the
+//! same two bytes, `version` and `type`. Decoding never panics: a malformed, truncated,
+//! oversized or unknown-version datagram yields a [`DecodeError`], from which the receiver
+//! decides to answer with a [`Reject`] or to drop it.
+
+/// The protocol version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Largest datagram either side sends or accepts, in bytes.
+pub const MAX_DATAGRAM: usize = 1500;
+/// Length of a content id (a BLAKE3 hash), in bytes.
+pub const CONTENT_ID_LEN: usize = 32;
+/// Largest address-validation token, in bytes.
+pub const MAX_TOKEN_LEN: usize = 64;
+
+/// A content's identity: the BLAKE3 hash of its bytes (or of its manifest).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub struct ContentId(pub [u8; CONTENT_ID_LEN]);
+
+/// A half-open range of sequence numbers `[start, start + len)`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SeqRange {
+    pub start: u64,
+    pub len: u32,
+}
+
+/// Why a server refused a datagram.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Reason {
+    UnknownContent = 1,
+    Overloaded = 2,
+    BadToken = 3,
+    UnsupportedVersion = 4,
+    Malformed = 5,
+    /// The requested sequence number is past the end of the content.
+    OutOfRange = 6,
+    /// The server does not know this connection (expired or never opened).
+    UnknownConnection = 7,
+}
+
+impl Reason {
+    /// The reason for a code read off the wire, if the code is known.
+    pub fn from_code(code: u8) -> Option<Reason> {
+        Some(match code {
+            1 => Reason::UnknownContent,
+            2 => Reason::Overloaded,
+            3 => Reason::BadToken,
+            4 => Reason::UnsupportedVersion,
+            5 => Reason::Malformed,
+            6 => Reason::OutOfRange,
+            7 => Reason::UnknownConnection,
+            _ => return None,
+        })
+    }
+}
+
+/// Datagram type codes. Client-to-server types have the high bit clear.
+pub mod kind {
+    pub const HELLO: u8 = 0x01;
+    pub const REQUEST: u8 = 0x02;
+    pub const CANCEL: u8 = 0x03;
+    pub const BYE: u8 = 0x04;
+    pub const WELCOME: u8 = 0x81;
+    pub const DATA: u8 = 0x82;
+    pub const REJECT: u8 = 0x83;
+}
+
+/// Bytes before the payload of a DATA datagram.
+pub const DATA_HEADER_LEN: usize = 2 + 8 + 8 + 8;
+/// Largest DATA payload that fits in [`MAX_DATAGRAM`].
+pub const MAX_PAYLOAD: usize = MAX_DATAGRAM - DATA_HEADER_LEN;
+/// Bytes one sequence range takes in a REQUEST or CANCEL.
+pub const RANGE_LEN: usize = 12;
+
+/// Client → server: open a connection for one content.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Hello {
+    pub conn_id: u64,
+    pub content: ContentId,
+}
+
+/// Server → client: the connection is open; present `token` on every later datagram.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Welcome<'a> {
+    pub conn_id: u64,
+    pub content_length: u64,
+    pub packet_size: u16,
+    pub token: &'a [u8],
+}
+
+/// Client → server: send the DATA packets of these sequence numbers, in this order.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Request<'a> {
+    pub conn_id: u64,
+    pub token: &'a [u8],
+    pub request_id: u64,
+    pub ranges: Ranges<'a>,
+}
+
+/// Client → server: forget these sequence numbers if they are still queued.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Cancel<'a> {
+    pub conn_id: u64,
+    pub token: &'a [u8],
+    pub ranges: Ranges<'a>,
+}
+
+/// Client → server: close the connection.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Bye<'a> {
+    pub conn_id: u64,
+    pub token: &'a [u8],
+}
+
+/// Server → client: one packet of content, answering `request_id`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Data<'a> {
+    pub conn_id: u64,
+    pub request_id: u64,
+    pub seq: u64,
+    pub payload: &'a [u8],
+}
+
+/// Server → client: a datagram was refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Reject {
+    pub conn_id: u64,
+    pub reason: Reason,
+    /// The refused request, or 0 when the refusal is not about one request.
+    pub request_id: u64,
+}
+
+/// One decoded datagram. Borrowed fields point into the datagram.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Message<'a> {
+    Hello(Hello),
+    Request(Request<'a>),
+    Cancel(Cancel<'a>),
+    Bye(Bye<'a>),
+    Welcome(Welcome<'a>),
+    Data(Data<'a>),
+    Reject(Reject),
+}
+
+/// The sequence ranges of a decoded REQUEST or CANCEL, read lazily from the datagram.
+/// Decoding has already checked that there are 1..=255 well-formed ranges.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Ranges<'a> {
+    raw: &'a [u8],
+}
+
+impl<'a> Ranges<'a> {
+    /// Number of ranges.
+    pub fn len(&self) -> usize {
+        self.raw.len() / RANGE_LEN
+    }
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+    /// Total number of sequence numbers over all ranges.
+    pub fn seq_count(&self) -> u64 {
+        self.iter().map(|r| u64::from(r.len)).sum()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = SeqRange> + 'a {
+        self.raw.chunks_exact(RANGE_LEN).map(|c| SeqRange {
+            start: u64::from_be_bytes(c[0..8].try_into().expect("8 bytes")),
+            len: u32::from_be_bytes(c[8..12].try_into().expect("4 bytes")),
+        })
+    }
+}
+
+/// Why a datagram could not be decoded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("datagram is empty or shorter than its header")]
+    Truncated,
+    #[error("datagram of {0} bytes exceeds the {MAX_DATAGRAM}-byte limit")]
+    Oversized(usize),
+    #[error("unsupported protocol version {0}")]
+    UnsupportedVersion(u8),
+    #[error("unknown datagram type {0:#04x}")]
+    UnknownType(u8),
+    #[error("malformed datagram: {0}")]
+    Malformed(&'static str),
+}
+
+impl DecodeError {
+    /// The reason a server gives when it answers this error with a REJECT.
+    pub fn reason(&self) -> Reason {
+        match self {
+            DecodeError::UnsupportedVersion(_) => Reason::UnsupportedVersion,
+            _ => Reason::Malformed,
+        }
+    }
+}
+
+/// Why a message could not be encoded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("token of {0} bytes exceeds {MAX_TOKEN_LEN}")]
+    TokenTooLong(usize),
+    #[error("{0} ranges; a datagram carries 1 to 255")]
+    RangeCount(usize),
+    #[error("a range must ask for at least one sequence number")]
+    EmptyRange,
+    #[error("encoded datagram would be {0} bytes, over {MAX_DATAGRAM}")]
+    Oversized(usize),
+}
+
+/// Sequence ranges to put in a REQUEST or CANCEL being encoded.
+pub type RangeList<'a> = &'a [SeqRange];
+
+/// Appends a HELLO datagram to `out`.
+pub fn encode_hello(out: &mut Vec<u8>, hello: &Hello) {
+    out.extend_from_slice(&[VERSION, kind::HELLO]);
+    out.extend_from_slice(&hello.conn_id.to_be_bytes());
+    out.extend_from_slice(&hello.content.0);
+}
+
+/// Appends a WELCOME datagram to `out`.
+pub fn encode_welcome(out: &mut Vec<u8>, welcome: &Welcome<'_>) -> Result<(), EncodeError> {
+    check_token(welcome.token)?;
+    out.extend_from_slice(&[VERSION, kind::WELCOME]);
+    out.extend_from_slice(&welcome.conn_id.to_be_bytes());
+    out.extend_from_slice(&welcome.content_length.to_be_bytes());
+    out.extend_from_slice(&welcome.packet_size.to_be_bytes());
+    put_token(out, welcome.token);
+    Ok(())
+}
+
+/// Appends a REQUEST datagram asking for `ranges` to `out`.
+pub fn encode_request(
+    out: &mut Vec<u8>,
+    conn_id: u64,
+    token: &[u8],
+    request_id: u64,
+    ranges: RangeList<'_>,
+) -> Result<(), EncodeError> {
+    check_token(token)?;
+    check_ranges(ranges, 2 + 8 + 1 + token.len() + 8 + 1)?;
+    out.extend_from_slice(&[VERSION, kind::REQUEST]);
+    out.extend_from_slice(&conn_id.to_be_bytes());
+    put_token(out, token);
+    out.extend_from_slice(&request_id.to_be_bytes());
+    put_ranges(out, ranges);
+    Ok(())
+}
+
+/// Appends a CANCEL datagram for `ranges` to `out`.
+pub fn encode_cancel(
+    out: &mut Vec<u8>,
+    conn_id: u64,
+    token: &[u8],
+    ranges: RangeList<'_>,
+) -> Result<(), EncodeError> {
+    check_token(token)?;
+    check_ranges(ranges, 2 + 8 + 1 + token.len() + 1)?;
+    out.extend_from_slice(&[VERSION, kind::CANCEL]);
+    out.extend_from_slice(&conn_id.to_be_bytes());
+    put_token(out, token);
+    put_ranges(out, ranges);
+    Ok(())
+}
+
+/// Appends a BYE datagram to `out`.
+pub fn encode_bye(out: &mut Vec<u8>, bye: &Bye<'_>) -> Result<(), EncodeError> {
+    check_token(bye.token)?;
+    out.extend_from_slice(&[VERSION, kind::BYE]);
+    out.extend_from_slice(&bye.conn_id.to_be_bytes());
+    put_token(out, bye.token);
+    Ok(())
+}
+
+/// Appends the header of a DATA datagram to `out`; the caller appends the payload
+/// (at most [`MAX_PAYLOAD`] bytes) right after, so content is copied once.
+pub fn encode_data_header(out: &mut Vec<u8>, conn_id: u64, request_id: u64, seq: u64) {
+    out.extend_from_slice(&[VERSION, kind::DATA]);
+    out.extend_from_slice(&conn_id.to_be_bytes());
+    out.extend_from_slice(&request_id.to_be_bytes());
+    out.extend_from_slice(&seq.to_be_bytes());
+}
+
+/// Appends a whole DATA datagram to `out`.
+pub fn encode_data(out: &mut Vec<u8>, data: &Data<'_>) -> Result<(), EncodeError> {
+    let len = DATA_HEADER_LEN + data.payload.len();
+    if len > MAX_DATAGRAM {
+        return Err(EncodeError::Oversized(len));
+    }
+    encode_data_header(out, data.conn_id, data.request_id, data.seq);
+    out.extend_from_slice(data.payload);
+    Ok(())
+}
+
+/// Appends a REJECT datagram to `out`.
+pub fn encode_reject(out: &mut Vec<u8>, reject: &Reject) {
+    out.extend_from_slice(&[VERSION, kind::REJECT]);
+    out.extend_from_slice(&reject.conn_id.to_be_bytes());
+    out.push(reject.reason as u8);
+    out.extend_from_slice(&reject.request_id.to_be_bytes());
+}
+
+/// Encodes any message into `out` (appending). DATA goes through [`encode_data`].
+pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) -> Result<(), EncodeError> {
+    match message {
+        Message::Hello(m) => {
+            encode_hello(out, m);
+            Ok(())
+        }
+        Message::Welcome(m) => encode_welcome(out, m),
+        Message::Request(m) => {
+            let ranges: Vec<SeqRange> = m.ranges.iter().collect();
+            encode_request(out, m.conn_id, m.token, m.request_id, &ranges)
+        }
+        Message::Cancel(m) => {
+            let ranges: Vec<SeqRange> = m.ranges.iter().collect();
+            encode_cancel(out, m.conn_id, m.token, &ranges)
+        }
+        Message::Bye(m) => encode_bye(out, m),
+        Message::Data(m) => encode_data(out, m),
+        Message::Reject(m) => {
+            encode_reject(out, m);
+            Ok(())
+        }
+    }
+}
+
+fn check_token(token: &[u8]) -> Result<(), EncodeError> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(EncodeError::TokenTooLong(token.len()));
+    }
+    Ok(())
+}
+
+fn check_ranges(ranges: RangeList<'_>, fixed: usize) -> Result<(), EncodeError> {
+    if ranges.is_empty() || ranges.len() > 255 {
+        return Err(EncodeError::RangeCount(ranges.len()));
+    }
+    if ranges.iter().any(|r| r.len == 0) {
+        return Err(EncodeError::EmptyRange);
+    }
+    let len = fixed + ranges.len() * RANGE_LEN;
+    if len > MAX_DATAGRAM {
+        return Err(EncodeError::Oversized(len));
+    }
+    Ok(())
+}
+
+fn put_token(out: &mut Vec<u8>, token: &[u8]) {
+    out.push(token.len() as u8);
+    out.extend_from_slice(token);
+}
+
+fn put_ranges(out: &mut Vec<u8>, ranges: RangeList<'_>) {
+    out.push(ranges.len() as u8);
+    for r in ranges {
+        out.extend_from_slice(&r.start.to_be_bytes());
+        out.extend_from_slice(&r.len.to_be_bytes());
+    }
+}
+
+/// Reads fields front to back; every read checks the length first.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.buf.len() < n {
+            return Err(DecodeError::Truncated);
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    fn token(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = usize::from(self.u8()?);
+        if len > MAX_TOKEN_LEN {
+            return Err(DecodeError::Malformed("token longer than 64 bytes"));
+        }
+        self.take(len)
+    }
+    fn ranges(&mut self) -> Result<Ranges<'a>, DecodeError> {
+        let count = usize::from(self.u8()?);
+        if count == 0 {
+            return Err(DecodeError::Malformed("no sequence ranges"));
+        }
+        let raw = self.take(count * RANGE_LEN)?;
+        let ranges = Ranges { raw };
+        for r in ranges.iter() {
+            if r.len == 0 {
+                return Err(DecodeError::Malformed("empty sequence range"));
+            }
+            if r.start.checked_add(u64::from(r.len)).is_none() {
+                return Err(DecodeError::Malformed("sequence range overflows"));
+            }
+        }
+        Ok(ranges)
+    }
+    fn finish(&self) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::Malformed("trailing bytes"))
+        }
+    }
+}
+
+/// Decodes one datagram. Never panics, whatever the input.
+pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
+    if datagram.len() > MAX_DATAGRAM {
+        return Err(DecodeError::Oversized(datagram.len()));
+    }
+    let mut r = Reader { buf: datagram };
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(DecodeError::UnsupportedVersion(version));
+    }
+    let message = match r.u8()? {
+        kind::HELLO => {
+            let conn_id = r.u64()?;
+            let content = ContentId(r.take(CONTENT_ID_LEN)?.try_into().expect("32 bytes"));
+            Message::Hello(Hello { conn_id, content })
+        }
+        kind::REQUEST => {
+            let conn_id = r.u64()?;
+            let token = r.token()?;
+            let request_id = r.u64()?;
+            let ranges = r.ranges()?;
+            Message::Request(Request { conn_id, token, request_id, ranges })
+        }
+        kind::CANCEL => {
+            let conn_id = r.u64()?;
+            let token = r.token()?;
+            let ranges = r.ranges()?;
+            Message::Cancel(Cancel { conn_id, token, ranges })
+        }
+        kind::BYE => {
+            let conn_id = r.u64()?;
+            let token = r.token()?;
+            Message::Bye(Bye { conn_id, token })
+        }
+        kind::WELCOME => {
+            let conn_id = r.u64()?;
+            let content_length = r.u64()?;
+            let packet_size = r.u16()?;
+            if packet_size == 0 || usize::from(packet_size) > MAX_PAYLOAD {
+                return Err(DecodeError::Malformed("packet size out of range"));
+            }
+            let token = r.token()?;
+            Message::Welcome(Welcome { conn_id, content_length, packet_size, token })
+        }
+        kind::DATA => {
+            let conn_id = r.u64()?;
+            let request_id = r.u64()?;
+            let seq = r.u64()?;
+            let payload = std::mem::take(&mut r.buf);
+            Message::Data(Data { conn_id, request_id, seq, payload })
+        }
+        kind::REJECT => {
+            let conn_id = r.u64()?;
+            let reason = Reason::from_code(r.u8()?)
+                .ok_or(DecodeError::Malformed("unknown reject reason"))?;
+            let request_id = r.u64()?;
+            Message::Reject(Reject { conn_id, reason, request_id })
+        }
+        other => return Err(DecodeError::UnknownType(other)),
+    };
+    r.finish()?;
+    Ok(message)
+}
