@@ -3,5 +3,18 @@
 //! time and randomness come in as arguments.
 
 pub mod cc;
+pub mod download;
 pub mod estimate;
+pub mod path;
+pub mod harness;
+pub mod scheduler;
+pub mod server;
+pub mod stats;
 pub mod time;
+
+pub use download::{Download, DownloadConfig, Event, PathError, Transmit};
+pub use server::{ContentInfo, ContentSource, ServerConfig, ServerSession, ServerStats, ServerTransmit};
+pub use path::{PathId, PathStats, ServerInfo};
+pub use stats::Stats;
+pub use time::{Duration, Instant};
+pub use pcdn_wire as wire;

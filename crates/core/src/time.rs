@@ -5,7 +5,8 @@ pub use std::time::Duration;
 
 /// A point in time, in nanoseconds since an epoch the caller chooses (the simulator's start,
 /// or the runtime's first clock reading). Plain integers keep every run reproducible.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Instant(u64);
 
 impl Instant {

@@ -1,0 +1,852 @@
+//! The client's download session: one content fetched from many servers at once.
+//!
+//! A [`Download`] is a state machine in the style of quinn-proto's `Connection`: it never
+//! touches a socket or a clock. Its methods come in three groups:
+//!
+//! - inputs: [`Download::add_path`], [`Download::remove_path`], [`Download::handle_datagram`],
+//!   [`Download::handle_timeout`];
+//! - outputs: [`Download::poll_transmit`] (call it until it returns `None` after every input),
+//!   [`Download::poll_timeout`], [`Download::poll_event`], [`Download::read`];
+//! - getters: [`Download::stats`], [`Download::is_done`], [`Download::path_ids`].
+//!
+//! The content is cut into packets of `packet_size` bytes; sequence number `k` covers bytes
+//! `[k·packet_size, (k+1)·packet_size)`. It is fetched as an ordered list of tasks (byte
+//! ranges, e.g. 10-second video segments); a task starts when the one before it is complete,
+//! as in Douyin's PCDN (Pscheduler §II). All paths draw from one global pending queue; the
+//! scheduler decides which sequence number each request asks for and on which path.
+
+use crate::cc::Controller;
+use crate::path::{Path, PathId, PathState, PathStats, ServerInfo};
+use crate::scheduler::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
+use crate::stats::{Stats, TaskStats};
+use crate::time::{Duration, Instant};
+use pcdn_wire as wire;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::Range;
+
+/// How a download is set up.
+#[derive(Clone, Debug)]
+pub struct DownloadConfig {
+    pub content: wire::ContentId,
+    /// Content length in bytes.
+    pub content_length: u64,
+    /// Payload bytes per DATA packet; every server must announce the same.
+    pub packet_size: u32,
+    /// Byte ranges fetched one after the other; empty: the whole content as one task.
+    /// Ranges must be ascending and must not overlap.
+    pub tasks: Vec<Range<u64>>,
+    /// Bytes that may be requested beyond the in-order cursor (the reorder buffer).
+    pub reorder_buffer: u64,
+    /// A request unanswered after this many later requests on its path were answered is lost.
+    pub reorder_threshold: u64,
+    /// A path with this many retransmission timeouts in a row, no data between, has failed.
+    pub max_consecutive_timeouts: u32,
+    /// HELLO attempts before a path that never answers has failed.
+    pub handshake_attempts: u32,
+    /// Lower bound of the retransmission timeout.
+    pub min_rto: Duration,
+    /// Keep received payload for [`Download::read`]; the simulator turns it off to save copies.
+    pub keep_data: bool,
+    /// Seeds connection ids (and nothing else: schedulers get their own seed).
+    pub seed: u64,
+}
+
+impl DownloadConfig {
+    /// Defaults for fetching the whole content: a 4 MB reorder buffer, threshold 3.
+    pub fn new(content: wire::ContentId, content_length: u64, packet_size: u32) -> Self {
+        DownloadConfig {
+            content,
+            content_length,
+            packet_size,
+            tasks: Vec::new(),
+            reorder_buffer: 4_000_000,
+            reorder_threshold: 3,
+            max_consecutive_timeouts: 4,
+            handshake_attempts: 5,
+            min_rto: Duration::from_millis(200),
+            keep_data: true,
+            seed: 0,
+        }
+    }
+}
+
+/// Why a download could not be set up.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("packet size {0} is outside 1..={max}", max = wire::MAX_PAYLOAD)]
+    PacketSize(u32),
+    #[error("task {index} ({start}..{end}) is empty, reversed, past the content length {length}, or overlaps the task before it")]
+    Task { index: usize, start: u64, end: u64, length: u64 },
+}
+
+/// Something the application should know.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The server answered HELLO; requests can flow.
+    PathEstablished(PathId),
+    /// The path is no longer used; its requests went back to the pending queue.
+    PathFailed { path: PathId, reason: PathError },
+    /// Task `index` is complete (all its bytes delivered in order).
+    TaskComplete { index: usize },
+    /// Every task is complete.
+    Done,
+}
+
+/// Why a path failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathError {
+    /// The server refused with this reason.
+    Rejected(wire::Reason),
+    /// No answer to HELLO, or too many retransmission timeouts in a row.
+    Timeout,
+    /// The server's WELCOME disagrees with the content's length or packet size.
+    Mismatch,
+}
+
+/// One datagram to send, written into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub path: PathId,
+    /// Bytes written at the start of the buffer.
+    pub len: usize,
+}
+
+/// Per-sequence-number state, for numbers between the ring base and the highest requested.
+#[derive(Debug, Default)]
+struct Slot {
+    received: bool,
+    /// Paths this number is in flight on.
+    copies: u8,
+    arrival: Instant,
+    data: Vec<u8>,
+}
+
+/// A task in sequence numbers as well as bytes.
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    start_byte: u64,
+    end_byte: u64,
+    start_seq: u64,
+    end_seq: u64,
+}
+
+/// Most requests one `poll_transmit` call hands out; bounds the work of one call.
+const MAX_PICKS_PER_POLL: usize = 4096;
+
+/// A client download session. See the module documentation for the call order.
+pub struct Download {
+    config: DownloadConfig,
+    packet_size: u64,
+    total_seqs: u64,
+    scheduler: Box<dyn Scheduler>,
+    paths: Vec<Path>,
+    next_path_id: u32,
+    rng: ChaCha8Rng,
+    /// `slots[i]` is sequence number `ring_base + i`.
+    slots: VecDeque<Slot>,
+    ring_base: u64,
+    /// First sequence number not yet delivered in order.
+    cursor: u64,
+    /// First sequence number never requested.
+    next_new: u64,
+    /// Pending numbers below `next_new`: lost requests and numbers skipped by a pick ahead.
+    holes: BTreeSet<u64>,
+    tasks: Vec<Task>,
+    /// Task being downloaded (== tasks.len() when all are complete).
+    task: usize,
+    /// Task and byte offset `read` continues from.
+    read_task: usize,
+    read_pos: u64,
+    /// Bytes received and not yet deliverable in order.
+    ofo_bytes: u64,
+    events: VecDeque<Event>,
+    /// Control datagrams (BYE) waiting to be sent.
+    control: VecDeque<(PathId, Vec<u8>)>,
+    stats: Stats,
+    view_paths: Vec<PathView>,
+    lost_scratch: Vec<u64>,
+    pool: Vec<Vec<u8>>,
+    emit_next: usize,
+    done: bool,
+    /// The latest `now` any input or poll brought.
+    now: Instant,
+}
+
+impl std::fmt::Debug for Download {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Download")
+            .field("scheduler", &self.scheduler.name())
+            .field("paths", &self.paths.len())
+            .field("cursor", &self.cursor)
+            .field("next_new", &self.next_new)
+            .field("task", &self.task)
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl Download {
+    /// A new download. Nothing is sent until paths are added.
+    pub fn new(config: DownloadConfig, scheduler: Box<dyn Scheduler>) -> Result<Download, ConfigError> {
+        if config.packet_size == 0 || config.packet_size as usize > wire::MAX_PAYLOAD {
+            return Err(ConfigError::PacketSize(config.packet_size));
+        }
+        let packet_size = u64::from(config.packet_size);
+        let length = config.content_length;
+        let ranges = if config.tasks.is_empty() { vec![0..length] } else { config.tasks.clone() };
+        let mut tasks = Vec::with_capacity(ranges.len());
+        let mut previous_end = 0;
+        for (index, r) in ranges.iter().enumerate() {
+            let bad = r.end > length || (r.start >= r.end && length > 0) || (index > 0 && r.start < previous_end);
+            if bad {
+                return Err(ConfigError::Task { index, start: r.start, end: r.end, length });
+            }
+            previous_end = r.end;
+            tasks.push(Task {
+                start_byte: r.start,
+                end_byte: r.end,
+                start_seq: r.start / packet_size,
+                end_seq: r.end.div_ceil(packet_size),
+            });
+        }
+        let mut needed = 0;
+        let mut counted_to = 0;
+        for t in &tasks {
+            let start = t.start_seq.max(counted_to);
+            needed += t.end_seq.saturating_sub(start);
+            counted_to = counted_to.max(t.end_seq);
+        }
+        let stats = Stats {
+            packets_needed: needed,
+            tasks: tasks
+                .iter()
+                .map(|t| TaskStats { start_byte: t.start_byte, end_byte: t.end_byte, ..TaskStats::default() })
+                .collect(),
+            ..Stats::default()
+        };
+        let first = tasks[0];
+        let mut download = Download {
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            total_seqs: length.div_ceil(packet_size),
+            packet_size,
+            config,
+            scheduler,
+            paths: Vec::new(),
+            next_path_id: 0,
+            slots: VecDeque::new(),
+            ring_base: first.start_seq,
+            cursor: first.start_seq,
+            next_new: first.start_seq,
+            holes: BTreeSet::new(),
+            tasks,
+            task: 0,
+            read_task: 0,
+            read_pos: first.start_byte,
+            ofo_bytes: 0,
+            events: VecDeque::new(),
+            control: VecDeque::new(),
+            stats,
+            view_paths: Vec::new(),
+            lost_scratch: Vec::new(),
+            pool: Vec::new(),
+            emit_next: 0,
+            done: false,
+            now: Instant::ZERO,
+        };
+        download.start_task(Instant::ZERO, 0);
+        // An empty content (or empty first tasks) is complete before anything is sent.
+        download.deliver(Instant::ZERO);
+        Ok(download)
+    }
+
+    /// Opens a path to a server; HELLO goes out on the next [`Download::poll_transmit`].
+    pub fn add_path(&mut self, now: Instant, server: ServerInfo, cc: Box<dyn Controller>) -> PathId {
+        let id = PathId(self.next_path_id);
+        self.next_path_id += 1;
+        let conn_id = self.rng.random::<u64>();
+        self.stats.paths.push(PathStats { name: server.name.clone(), origin: server.origin, ..PathStats::default() });
+        self.paths.push(Path::new(id, server, conn_id, cc, now, self.config.min_rto));
+        id
+    }
+
+    /// Stops using a path: its requests go back to the pending queue and a BYE is sent.
+    pub fn remove_path(&mut self, now: Instant, id: PathId) {
+        let Some(index) = self.path_index(id) else { return };
+        self.abandon(now, index);
+        let path = self.paths.remove(index);
+        if let Some(token) = path.token() {
+            let mut buf = Vec::new();
+            if wire::encode_bye(&mut buf, &wire::Bye { conn_id: path.conn_id, token }).is_ok() {
+                self.control.push_back((id, buf));
+            }
+        }
+        self.scheduler.on_event(now, &SchedEvent::PathRemoved(id));
+    }
+
+    /// Ids of the paths in use (failed ones included until removed).
+    pub fn path_ids(&self) -> impl Iterator<Item = PathId> + '_ {
+        self.paths.iter().map(|p| p.id)
+    }
+
+    /// The download's metrics so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Every task is complete.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Name of the scheduler deciding the requests.
+    pub fn scheduler_name(&self) -> &'static str {
+        self.scheduler.name()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn path_index(&self, id: PathId) -> Option<usize> {
+        self.paths.iter().position(|p| p.id == id)
+    }
+
+    /// Length in bytes of packet `seq`.
+    fn packet_len(&self, seq: u64) -> u64 {
+        let start = seq * self.packet_size;
+        self.config.content_length.saturating_sub(start).min(self.packet_size)
+    }
+
+    /// A datagram arrived on `path`.
+    pub fn handle_datagram(&mut self, now: Instant, path: PathId, datagram: &[u8]) {
+        self.now = self.now.max(now);
+        let Some(index) = self.path_index(path) else { return };
+        // Clients never answer a server's bad datagram: dropping it gives an attacker nothing.
+        let Ok(message) = wire::decode(datagram) else {
+            self.stats.invalid += 1;
+            return;
+        };
+        match message {
+            wire::Message::Data(data) if data.conn_id == self.paths[index].conn_id => self.on_data(now, index, &data),
+            wire::Message::Welcome(w) if w.conn_id == self.paths[index].conn_id => self.on_welcome(now, index, &w),
+            wire::Message::Reject(r) if r.conn_id == self.paths[index].conn_id => self.on_reject(now, index, &r),
+            _ => self.stats.invalid += 1,
+        }
+    }
+
+    fn on_welcome(&mut self, now: Instant, index: usize, welcome: &wire::Welcome<'_>) {
+        let path = &mut self.paths[index];
+        let first_hello = match path.state {
+            PathState::Connecting { attempts, first_hello, .. } => (attempts == 1).then_some(first_hello),
+            PathState::Established { .. } => {
+                // A fresh token after a re-handshake; keep the path's state.
+                path.state = PathState::Established { token: welcome.token.to_vec() };
+                return;
+            }
+            PathState::Failed => return,
+        };
+        if welcome.content_length != self.config.content_length || u32::from(welcome.packet_size) != self.config.packet_size {
+            self.fail(now, index, PathError::Mismatch);
+            return;
+        }
+        // Karn's rule: only an unambiguous handshake gives an RTT sample.
+        if let Some(sent) = first_hello {
+            path.rtt.update(now - sent);
+        }
+        path.state = PathState::Established { token: welcome.token.to_vec() };
+        let id = path.id;
+        self.events.push_back(Event::PathEstablished(id));
+        self.scheduler.on_event(now, &SchedEvent::PathAdded(id));
+    }
+
+    fn on_reject(&mut self, now: Instant, index: usize, reject: &wire::Reject) {
+        use wire::Reason;
+        match reject.reason {
+            Reason::Overloaded if reject.request_id != 0 || self.paths[index].is_established() => {
+                let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
+                let mut lost = std::mem::take(&mut self.lost_scratch);
+                self.paths[index].on_refused(ps, now, reject.request_id, &mut lost);
+                self.requeue_lost(now, index, &mut lost);
+                self.lost_scratch = lost;
+            }
+            Reason::BadToken | Reason::UnknownConnection => {
+                // The server forgot us (restart, expiry): its queue is gone, so are our requests.
+                self.abandon(now, index);
+                let path = &mut self.paths[index];
+                path.state = PathState::Connecting { attempts: 0, first_hello: now, next_hello: now };
+            }
+            reason => self.fail(now, index, PathError::Rejected(reason)),
+        }
+    }
+
+    fn on_data(&mut self, now: Instant, index: usize, data: &wire::Data<'_>) {
+        let seq = data.seq;
+        let bytes = data.payload.len() as u64;
+        if seq >= self.total_seqs || bytes != self.packet_len(seq) {
+            self.stats.invalid += 1;
+            return;
+        }
+        let path_id = self.paths[index].id;
+        let ps = &mut self.stats.paths[path_id.0 as usize];
+        let rtt = self.paths[index].on_data(ps, now, seq, bytes);
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += bytes;
+        let slot_index = seq.checked_sub(self.ring_base).map(|i| i as usize).filter(|&i| i < self.slots.len());
+        if rtt.is_some() {
+            if let Some(i) = slot_index {
+                let slot = &mut self.slots[i];
+                slot.copies = slot.copies.saturating_sub(1);
+            }
+        }
+        let duplicate = match slot_index {
+            None => true,
+            Some(i) => self.slots[i].received,
+        };
+        if duplicate {
+            self.stats.duplicates += 1;
+            self.stats.paths[path_id.0 as usize].duplicates += 1;
+        } else {
+            self.paths[index].delivered_packets += 1;
+            let keep = self.config.keep_data;
+            let mut buffer = if keep { self.pool.pop().unwrap_or_default() } else { Vec::new() };
+            if keep {
+                buffer.clear();
+                buffer.extend_from_slice(data.payload);
+            }
+            let slot = &mut self.slots[slot_index.expect("not a duplicate")];
+            slot.received = true;
+            slot.arrival = now;
+            slot.data = buffer;
+            // A late answer to a request already declared lost still fills its hole.
+            if seq < self.next_new {
+                self.holes.remove(&seq);
+            }
+            self.ofo_bytes += bytes;
+            self.deliver(now);
+            self.stats.sample_ofo(self.ofo_bytes);
+        }
+        self.scheduler.on_event(
+            now,
+            &SchedEvent::Arrived { path: path_id, seq, rtt: rtt.unwrap_or_default(), duplicate },
+        );
+        if rtt.is_some() {
+            let ps = &mut self.stats.paths[path_id.0 as usize];
+            let mut lost = std::mem::take(&mut self.lost_scratch);
+            self.paths[index].detect_reorder_losses(ps, now, self.config.reorder_threshold, &mut lost);
+            self.requeue_lost(now, index, &mut lost);
+            self.lost_scratch = lost;
+        }
+    }
+
+    /// Moves the in-order cursor over received packets, completing tasks on the way.
+    fn deliver(&mut self, now: Instant) {
+        while self.task < self.tasks.len() {
+            let task = self.tasks[self.task];
+            while self.cursor < task.end_seq {
+                let i = (self.cursor - self.ring_base) as usize;
+                let Some(slot) = self.slots.get(i).filter(|s| s.received) else { break };
+                let bytes = self.packet_len(self.cursor);
+                let wait = now - slot.arrival;
+                self.stats.waits_us.push(u32::try_from(wait.as_micros()).unwrap_or(u32::MAX));
+                self.ofo_bytes -= bytes;
+                self.stats.packets_delivered += 1;
+                self.stats.bytes_delivered += bytes;
+                self.stats.last_delivery = Some(now);
+                self.cursor += 1;
+            }
+            if self.cursor < task.end_seq {
+                break;
+            }
+            self.stats.tasks[self.task].completed_ns = Some(now.as_nanos());
+            self.events.push_back(Event::TaskComplete { index: self.task });
+            self.task += 1;
+            if self.task == self.tasks.len() {
+                self.finish(now);
+            } else {
+                self.start_task(now, self.task);
+            }
+        }
+        if !self.config.keep_data {
+            self.release_below(self.cursor);
+        }
+    }
+
+    fn start_task(&mut self, now: Instant, index: usize) {
+        let task = self.tasks[index];
+        // Contiguous tasks share their boundary packet, which may be received already.
+        self.cursor = self.cursor.max(task.start_seq);
+        self.next_new = self.next_new.max(task.start_seq);
+        if !self.config.keep_data {
+            self.release_below(self.cursor);
+        }
+        if index > 0 || self.stats.started.is_some() {
+            self.stats.tasks[index].started_ns = Some(now.as_nanos());
+        }
+        self.scheduler.on_event(now, &SchedEvent::TaskStarted { index, start_seq: task.start_seq, end_seq: task.end_seq });
+    }
+
+    fn finish(&mut self, now: Instant) {
+        self.done = true;
+        self.stats.finished = Some(now);
+        self.events.push_back(Event::Done);
+        // BYE lets servers drop their state at once, and any redundant copies still queued.
+        for path in &mut self.paths {
+            if let Some(token) = path.token() {
+                let mut buf = Vec::new();
+                if wire::encode_bye(&mut buf, &wire::Bye { conn_id: path.conn_id, token }).is_ok() {
+                    self.control.push_back((path.id, buf));
+                }
+            }
+        }
+    }
+
+    /// Frees the slots of sequence numbers below `seq`.
+    fn release_below(&mut self, seq: u64) {
+        while self.ring_base < seq {
+            match self.slots.pop_front() {
+                Some(slot) => {
+                    if slot.data.capacity() > 0 {
+                        self.pool.push(slot.data);
+                    }
+                }
+                None => {
+                    self.ring_base = seq;
+                    return;
+                }
+            }
+            self.ring_base += 1;
+        }
+    }
+
+    /// Lost requests whose number is still missing and in flight nowhere become pending again.
+    fn requeue_lost(&mut self, now: Instant, index: usize, lost: &mut Vec<u64>) {
+        let path = self.paths[index].id;
+        for seq in lost.drain(..) {
+            self.stats.losses += 1;
+            if let Some(i) = seq.checked_sub(self.ring_base).map(|i| i as usize).filter(|&i| i < self.slots.len()) {
+                let slot = &mut self.slots[i];
+                slot.copies = slot.copies.saturating_sub(1);
+                if !slot.received && slot.copies == 0 {
+                    self.holes.insert(seq);
+                }
+            }
+            self.scheduler.on_event(now, &SchedEvent::Lost { path, seq });
+        }
+    }
+
+    /// Gives every request in flight on path `index` back to the pending queue.
+    fn abandon(&mut self, now: Instant, index: usize) {
+        let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
+        let mut lost = std::mem::take(&mut self.lost_scratch);
+        self.paths[index].abandon_all(ps, now, &mut lost);
+        // Abandoned requests are not losses of the network; requeue without counting them.
+        let before = self.stats.losses;
+        self.requeue_lost(now, index, &mut lost);
+        self.stats.losses = before;
+        self.lost_scratch = lost;
+    }
+
+    fn fail(&mut self, now: Instant, index: usize, reason: PathError) {
+        if self.paths[index].state == PathState::Failed {
+            return;
+        }
+        self.abandon(now, index);
+        let path = &mut self.paths[index];
+        path.state = PathState::Failed;
+        let id = path.id;
+        self.events.push_back(Event::PathFailed { path: id, reason });
+        self.scheduler.on_event(now, &SchedEvent::PathRemoved(id));
+    }
+
+    /// The earliest time [`Download::handle_timeout`] should be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut earliest = self.scheduler.poll_timeout();
+        let mut consider = |t: Instant| earliest = Some(earliest.map_or(t, |e: Instant| e.min(t)));
+        for path in &self.paths {
+            match path.state {
+                PathState::Connecting { next_hello, .. } => consider(next_hello),
+                PathState::Established { .. } => {
+                    if let Some(t) = path.rto_deadline() {
+                        consider(t);
+                    }
+                    // A paced path with window room and work to do wakes when pacing allows.
+                    let paced = path.next_send > self.now;
+                    if paced && !self.done && path.in_flight_count() < path.cwnd_packets(self.packet_size) && self.has_work() {
+                        consider(path.next_send);
+                    }
+                }
+                PathState::Failed => {}
+            }
+        }
+        earliest
+    }
+
+    fn has_work(&self) -> bool {
+        !self.holes.is_empty() || self.next_new < self.new_end()
+    }
+
+    /// Timers: handshake retries, retransmission timeouts, and path failure.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        for index in 0..self.paths.len() {
+            match self.paths[index].state {
+                PathState::Connecting { attempts, next_hello, .. } if next_hello <= now && attempts >= self.config.handshake_attempts => {
+                    self.fail(now, index, PathError::Timeout);
+                }
+                PathState::Established { .. } => {
+                    let id = self.paths[index].id;
+                    let ps = &mut self.stats.paths[id.0 as usize];
+                    let mut lost = std::mem::take(&mut self.lost_scratch);
+                    let fired = self.paths[index].on_rto(ps, now, &mut lost);
+                    self.requeue_lost(now, index, &mut lost);
+                    self.lost_scratch = lost;
+                    if fired && self.paths[index].consecutive_timeouts >= self.config.max_consecutive_timeouts {
+                        self.fail(now, index, PathError::Timeout);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// End (exclusive) of the new sequence numbers the reorder buffer lets us request now.
+    fn new_end(&self) -> u64 {
+        let Some(task) = self.tasks.get(self.task) else { return self.next_new };
+        let window = (self.config.reorder_buffer / self.packet_size).max(1);
+        task.end_seq.min(self.cursor + window)
+    }
+
+    /// The next datagram to send, written into `buf` (cleared first). Call after every input
+    /// until it returns `None`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.now = self.now.max(now);
+        buf.clear();
+        if let Some((path, datagram)) = self.control.pop_front() {
+            buf.extend_from_slice(&datagram);
+            return Some(Transmit { path, len: buf.len() });
+        }
+        if let Some(t) = self.poll_hello(now, buf) {
+            return Some(t);
+        }
+        if !self.done {
+            self.schedule(now);
+        }
+        self.emit_request(buf)
+    }
+
+    fn poll_hello(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let content = self.config.content;
+        for path in &mut self.paths {
+            if let PathState::Connecting { attempts, first_hello, next_hello } = path.state {
+                if next_hello > now || attempts >= self.config.handshake_attempts || self.done {
+                    continue;
+                }
+                wire::encode_hello(buf, &wire::Hello { conn_id: path.conn_id, content });
+                // Until a sample exists the RTO is the RFC 6298 §2.1 one second, doubled per try.
+                let wait = path.rtt.rto() * 2u32.saturating_pow(attempts);
+                let first_hello = if attempts == 0 { now } else { first_hello };
+                path.state = PathState::Connecting { attempts: attempts + 1, first_hello, next_hello: now + wait };
+                return Some(Transmit { path: path.id, len: buf.len() });
+            }
+        }
+        None
+    }
+
+    /// Asks the scheduler for requests while some path can take one.
+    fn schedule(&mut self, now: Instant) {
+        let mut views = std::mem::take(&mut self.view_paths);
+        views.clear();
+        views.extend(self.paths.iter().filter(|p| p.is_established()).map(|p| p.view(now, self.packet_size)));
+        for _ in 0..MAX_PICKS_PER_POLL {
+            if !views.iter().any(|v| v.can_send) {
+                break;
+            }
+            let new_end = self.new_end();
+            if self.holes.is_empty() && self.next_new >= new_end && !self.any_in_flight() {
+                break;
+            }
+            let lookup = Lookup { paths: &self.paths, slots: &self.slots, ring_base: self.ring_base, from: self.cursor, to: self.next_new };
+            let view = View {
+                now,
+                paths: &views,
+                pending: Pending { holes: &self.holes, next_new: self.next_new, new_end },
+                cursor: self.cursor,
+                task_end: self.tasks.get(self.task).map_or(self.cursor, |t| t.end_seq),
+                in_flight: &lookup,
+                packet_size: self.packet_size,
+                reorder_limit: new_end,
+                player_buffer: None,
+            };
+            let Some(pick) = self.scheduler.next(&view) else { break };
+            if !self.apply(now, pick, new_end) {
+                break;
+            }
+            if let Some(i) = self.path_index(pick.path) {
+                if let Some(v) = views.iter_mut().find(|v| v.id == pick.path) {
+                    *v = self.paths[i].view(now, self.packet_size);
+                }
+            }
+        }
+        self.view_paths = views;
+    }
+
+    fn any_in_flight(&self) -> bool {
+        self.paths.iter().any(|p| p.in_flight_count() > 0)
+    }
+
+    /// Checks and carries out a pick; false if the pick is not allowed.
+    fn apply(&mut self, now: Instant, pick: Pick, new_end: u64) -> bool {
+        let Some(index) = self.path_index(pick.path) else { return false };
+        let seq = pick.seq;
+        if !self.paths[index].can_send(now, self.packet_size) || seq < self.cursor || seq >= new_end.max(self.next_new) {
+            return false;
+        }
+        if self.paths[index].in_flight.contains_key(&seq) {
+            return false;
+        }
+        if seq >= self.next_new {
+            // A pick ahead of the queue (Pscheduler's offset) leaves the numbers it skipped pending.
+            for skipped in self.next_new..seq {
+                self.holes.insert(skipped);
+            }
+            self.next_new = seq + 1;
+        } else if !self.holes.remove(&seq) {
+            // Not pending: allowed only as a redundant copy of a number in flight elsewhere.
+            let i = (seq - self.ring_base) as usize;
+            if self.slots.get(i).is_none_or(|s| s.received || s.copies == 0) {
+                return false;
+            }
+        }
+        let i = (seq - self.ring_base) as usize;
+        while self.slots.len() <= i {
+            self.slots.push_back(Slot::default());
+        }
+        let slot = &mut self.slots[i];
+        slot.copies = slot.copies.saturating_add(1);
+        let bytes = self.packet_len(seq);
+        let app_limited = self.holes.is_empty() && self.next_new >= new_end;
+        let ps = &mut self.stats.paths[pick.path.0 as usize];
+        self.paths[index].record_request(ps, now, seq, bytes, app_limited);
+        self.stats.requests_sent += 1;
+        if self.stats.started.is_none() {
+            self.stats.started = Some(now);
+            self.stats.tasks[self.task].started_ns = Some(now.as_nanos());
+        }
+        self.scheduler.on_event(now, &SchedEvent::Sent { path: pick.path, seq });
+        true
+    }
+
+    /// Writes one REQUEST from the next path (in turn) that has picks waiting.
+    fn emit_request(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let n = self.paths.len();
+        for k in 0..n {
+            let index = (self.emit_next + k) % n;
+            let path = &mut self.paths[index];
+            if path.outbox.is_empty() {
+                continue;
+            }
+            let Some(token) = path.token() else {
+                path.outbox.clear();
+                continue;
+            };
+            let mut ranges: Vec<wire::SeqRange> = Vec::new();
+            let fixed = 2 + 8 + 1 + token.len() + 8 + 1;
+            let max_ranges = ((wire::MAX_DATAGRAM - fixed) / wire::RANGE_LEN).min(255);
+            let mut taken = 0;
+            for &seq in &path.outbox {
+                let extends = ranges.last().is_some_and(|r| r.start + u64::from(r.len) == seq && r.len < u32::MAX);
+                if extends {
+                    ranges.last_mut().expect("checked").len += 1;
+                } else if ranges.len() == max_ranges {
+                    break;
+                } else {
+                    ranges.push(wire::SeqRange { start: seq, len: 1 });
+                }
+                taken += 1;
+            }
+            let request_id = path.outbox_first_pn;
+            let encoded = wire::encode_request(buf, path.conn_id, token, request_id, &ranges);
+            debug_assert!(encoded.is_ok(), "request within limits");
+            let id = path.id;
+            path.mark_request(request_id);
+            path.outbox.drain(..taken);
+            path.outbox_first_pn += taken as u64;
+            self.emit_next = (index + 1) % n;
+            return Some(Transmit { path: id, len: buf.len() });
+        }
+        None
+    }
+
+    /// Copies in-order bytes of the tasks, in task order, into `buf`; returns how many.
+    /// Returns 0 when nothing new is deliverable (or `keep_data` is off).
+    pub fn read(&mut self, buf: &mut [u8]) -> usize {
+        if !self.config.keep_data {
+            return 0;
+        }
+        let mut written = 0;
+        while written < buf.len() && self.read_task < self.tasks.len() {
+            let task = self.tasks[self.read_task];
+            let available_end = if self.read_task < self.task {
+                task.end_byte
+            } else {
+                (self.cursor * self.packet_size).min(task.end_byte)
+            };
+            if self.read_pos >= task.end_byte {
+                self.read_task += 1;
+                if let Some(next) = self.tasks.get(self.read_task) {
+                    self.read_pos = next.start_byte;
+                }
+                continue;
+            }
+            if self.read_pos >= available_end {
+                break;
+            }
+            let seq = self.read_pos / self.packet_size;
+            let offset = (self.read_pos % self.packet_size) as usize;
+            let slot = &self.slots[(seq - self.ring_base) as usize];
+            let in_packet = (available_end - self.read_pos).min(slot.data.len() as u64 - offset as u64) as usize;
+            let n = in_packet.min(buf.len() - written);
+            buf[written..written + n].copy_from_slice(&slot.data[offset..offset + n]);
+            written += n;
+            self.read_pos += n as u64;
+        }
+        // Keep the packet holding the next unread byte (a later task may start inside it).
+        let keep_from = match self.tasks.get(self.read_task) {
+            Some(t) if self.read_pos >= t.end_byte => self.tasks.get(self.read_task + 1).map_or(self.read_pos, |n| n.start_byte),
+            Some(_) => self.read_pos,
+            None => self.read_pos,
+        };
+        self.release_below((keep_from / self.packet_size).min(self.cursor));
+        written
+    }
+}
+
+/// In-flight lookups for the scheduler's view.
+struct Lookup<'a> {
+    paths: &'a [Path],
+    slots: &'a VecDeque<Slot>,
+    ring_base: u64,
+    from: u64,
+    to: u64,
+}
+
+impl InFlightLookup for Lookup<'_> {
+    fn paths_of(&self, seq: u64, f: &mut dyn FnMut(PathId)) {
+        for p in self.paths {
+            if p.in_flight.contains_key(&seq) {
+                f(p.id);
+            }
+        }
+    }
+    fn scan(&self, f: &mut dyn FnMut(u64, usize) -> bool) {
+        let start = self.from.max(self.ring_base);
+        for seq in start..self.to {
+            let Some(slot) = self.slots.get((seq - self.ring_base) as usize) else { return };
+            if !slot.received && slot.copies > 0 && !f(seq, usize::from(slot.copies)) {
+                return;
+            }
+        }
+    }
+}

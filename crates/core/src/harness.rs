@@ -1,0 +1,346 @@
+//! An in-memory test bed in the style of quinn's `Pair`: one client `Download`, N
+//! `ServerSession`s, fixed per-path delay, rate and loss, and a clock that jumps straight to
+//! the next wake-up. Tests and benches drive the real core through it, with no I/O.
+//!
+//! The network here is deliberately simple (a FIFO serialiser per direction plus Bernoulli
+//! loss); the simulator crate has the full link model.
+
+use crate::cc::ControllerFactory;
+use crate::download::{Download, DownloadConfig};
+use crate::path::{PathId, ServerInfo};
+use crate::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
+use crate::time::{Duration, Instant};
+use pcdn_wire as wire;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// Content whose bytes are a function of their offset, so any server can serve it and the
+/// client can check every byte without a copy of the file.
+#[derive(Clone, Copy, Debug)]
+pub struct PatternContent {
+    pub id: wire::ContentId,
+    pub length: u64,
+}
+
+impl PatternContent {
+    pub fn new(length: u64) -> Self {
+        let mut id = [0u8; 32];
+        id[..8].copy_from_slice(&length.to_be_bytes());
+        PatternContent { id: wire::ContentId(id), length }
+    }
+
+    fn word(index: u64) -> u64 {
+        // splitmix64: cheap, and every 8-byte word differs.
+        let mut z = index.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The byte at `offset`.
+    pub fn byte(offset: u64) -> u8 {
+        Self::word(offset / 8).to_le_bytes()[(offset % 8) as usize]
+    }
+
+    /// Fills `buf` with the bytes from `offset`.
+    pub fn fill(offset: u64, buf: &mut [u8]) {
+        let mut pos = offset;
+        let mut rest = buf;
+        while pos % 8 != 0 && !rest.is_empty() {
+            rest[0] = Self::byte(pos);
+            rest = &mut rest[1..];
+            pos += 1;
+        }
+        let mut chunks = rest.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&Self::word(pos / 8).to_le_bytes());
+            pos += 8;
+        }
+        for b in chunks.into_remainder() {
+            *b = Self::byte(pos);
+            pos += 1;
+        }
+    }
+}
+
+impl ContentSource for PatternContent {
+    fn info(&self, id: &wire::ContentId) -> Option<ContentInfo> {
+        (*id == self.id).then_some(ContentInfo { length: self.length })
+    }
+    fn read(&self, id: &wire::ContentId, offset: u64, buf: &mut [u8]) -> bool {
+        if *id != self.id || offset + buf.len() as u64 > self.length {
+            return false;
+        }
+        Self::fill(offset, buf);
+        true
+    }
+}
+
+/// One path: the server→client (data) direction's rate, delay and loss, and the
+/// client→server direction's delay and loss.
+#[derive(Clone, Copy, Debug)]
+pub struct PathSpec {
+    /// Data-direction bottleneck rate in bit/s.
+    pub rate_bps: u64,
+    /// One-way propagation delay, the same both ways.
+    pub delay: Duration,
+    /// Probability that a data-direction datagram is lost.
+    pub loss: f64,
+    /// Probability that a client→server datagram is lost.
+    pub uplink_loss: f64,
+    /// Drop-tail limit of the data-direction queue, in datagrams.
+    pub queue_packets: usize,
+    /// The server behind this path is the origin.
+    pub origin: bool,
+}
+
+impl PathSpec {
+    pub fn new(rate_bps: u64, delay: Duration, loss: f64) -> Self {
+        PathSpec { rate_bps, delay, loss, uplink_loss: 0.0, queue_packets: 256, origin: false }
+    }
+    /// Capacity as the metrics define it: rate × (1 − loss), in bit/s.
+    pub fn capacity_bps(&self) -> f64 {
+        self.rate_bps as f64 * (1.0 - self.loss)
+    }
+}
+
+/// A FIFO serialiser with a drop-tail queue.
+#[derive(Debug, Default)]
+struct Serializer {
+    /// Departure times of datagrams queued or being sent.
+    departures: VecDeque<Instant>,
+}
+
+impl Serializer {
+    /// Departure time of a datagram of `len` bytes offered at `now`, or `None` if dropped.
+    fn offer(&mut self, now: Instant, len: usize, rate_bps: u64, limit: usize) -> Option<Instant> {
+        while self.departures.front().is_some_and(|&d| d <= now) {
+            self.departures.pop_front();
+        }
+        if self.departures.len() >= limit {
+            return None;
+        }
+        let start = self.departures.back().copied().unwrap_or(now).max(now);
+        let departure = start + Duration::from_nanos(len as u64 * 8 * 1_000_000_000 / rate_bps.max(1));
+        self.departures.push_back(departure);
+        Some(departure)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct InTransit {
+    at: Instant,
+    order: u64,
+    path: usize,
+    to_client: bool,
+    slot: usize,
+}
+
+/// One client and N servers wired by in-memory paths.
+pub struct Harness {
+    pub now: Instant,
+    pub client: Download,
+    pub servers: Vec<ServerSession<PatternContent>>,
+    pub specs: Vec<PathSpec>,
+    pub path_ids: Vec<PathId>,
+    /// Servers that silently drop everything (failed devices).
+    pub failed: Vec<bool>,
+    pub content: PatternContent,
+    links: Vec<Serializer>,
+    heap: BinaryHeap<Reverse<InTransit>>,
+    datagrams: Vec<Vec<u8>>,
+    free: Vec<usize>,
+    order: u64,
+    rng: ChaCha8Rng,
+    buf: Vec<u8>,
+    client_addr: SocketAddr,
+    /// Bytes read from the client and checked against the content.
+    pub verified: u64,
+    read_buf: Vec<u8>,
+    expected_buf: Vec<u8>,
+}
+
+impl Harness {
+    /// A download of `config` over `specs`, one server per path, with scheduler `scheduler`
+    /// and congestion control `cc`. `seed` drives every random loss.
+    pub fn new(
+        config: DownloadConfig,
+        scheduler: Box<dyn crate::scheduler::Scheduler>,
+        cc: &dyn ControllerFactory,
+        specs: &[PathSpec],
+        seed: u64,
+    ) -> Harness {
+        let content = PatternContent::new(config.content_length);
+        let config = DownloadConfig { content: content.id, ..config };
+        let packet_size = config.packet_size;
+        let mut client = Download::new(config, scheduler).expect("valid download config");
+        let mut path_ids = Vec::new();
+        let mut servers = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let name = if spec.origin { format!("origin{i}") } else { format!("edge{i}") };
+            path_ids.push(client.add_path(
+                Instant::ZERO,
+                ServerInfo { name, origin: spec.origin },
+                cc.build(Instant::ZERO, u64::from(packet_size)),
+            ));
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&(seed ^ i as u64).to_le_bytes());
+            let server_config = ServerConfig { packet_size: packet_size as u16, token_key: key, ..ServerConfig::default() };
+            servers.push(ServerSession::new(server_config, content));
+        }
+        Harness {
+            now: Instant::ZERO,
+            client,
+            servers,
+            specs: specs.to_vec(),
+            path_ids,
+            failed: vec![false; specs.len()],
+            content,
+            links: specs.iter().map(|_| Serializer::default()).collect(),
+            heap: BinaryHeap::new(),
+            datagrams: Vec::new(),
+            free: Vec::new(),
+            order: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            buf: Vec::with_capacity(wire::MAX_DATAGRAM),
+            client_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9000)),
+            verified: 0,
+            read_buf: vec![0; 64 * 1024],
+            expected_buf: vec![0; 64 * 1024],
+        }
+    }
+
+    /// Sum of the paths' capacities in bit/s.
+    pub fn capacity_bps(&self) -> f64 {
+        self.specs.iter().map(PathSpec::capacity_bps).sum()
+    }
+
+    fn launch(&mut self, at: Instant, path: usize, to_client: bool, len: usize) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.datagrams.push(Vec::with_capacity(wire::MAX_DATAGRAM));
+                self.datagrams.len() - 1
+            }
+        };
+        let d = &mut self.datagrams[slot];
+        d.clear();
+        d.extend_from_slice(&self.buf[..len]);
+        self.order += 1;
+        self.heap.push(Reverse(InTransit { at, order: self.order, path, to_client, slot }));
+    }
+
+    /// Moves every datagram the endpoints want to send onto the paths.
+    fn flush(&mut self) {
+        let now = self.now;
+        while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
+            let Some(path) = self.path_ids.iter().position(|&p| p == t.path) else { continue };
+            let spec = self.specs[path];
+            if spec.uplink_loss > 0.0 && self.rng.random_bool(spec.uplink_loss) {
+                continue;
+            }
+            self.launch(now + spec.delay, path, false, t.len);
+        }
+        for i in 0..self.servers.len() {
+            while let Some(t) = self.servers[i].poll_transmit(now, &mut self.buf) {
+                debug_assert_eq!(t.to, self.client_addr);
+                let spec = self.specs[i];
+                let Some(departure) = self.links[i].offer(now, t.len, spec.rate_bps, spec.queue_packets) else { continue };
+                if spec.loss > 0.0 && self.rng.random_bool(spec.loss) {
+                    continue;
+                }
+                self.launch(departure + spec.delay, i, true, t.len);
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        let mut next = self.heap.peek().map(|Reverse(t)| t.at);
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        };
+        consider(self.client.poll_timeout());
+        for s in &self.servers {
+            consider(s.poll_timeout());
+        }
+        next
+    }
+
+    /// Reads and checks whatever the client can deliver.
+    fn drain_reads(&mut self) {
+        loop {
+            let n = self.client.read(&mut self.read_buf);
+            if n == 0 {
+                return;
+            }
+            let expected = &mut self.expected_buf[..n];
+            PatternContent::fill(self.verified, expected);
+            assert!(self.read_buf[..n] == *expected, "content differs within bytes {}..{}", self.verified, self.verified + n as u64);
+            self.verified += n as u64;
+        }
+    }
+
+    /// One step: advance to the next wake-up and handle everything due then. Returns false
+    /// when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.flush();
+        let Some(next) = self.next_wakeup() else { return false };
+        self.now = self.now.max(next);
+        let now = self.now;
+        while self.heap.peek().is_some_and(|Reverse(t)| t.at <= now) {
+            let Reverse(t) = self.heap.pop().expect("peeked");
+            let datagram = std::mem::take(&mut self.datagrams[t.slot]);
+            if t.to_client {
+                self.client.handle_datagram(now, self.path_ids[t.path], &datagram);
+            } else if !self.failed[t.path] {
+                self.servers[t.path].handle_datagram(now, self.client_addr, &datagram);
+            }
+            self.datagrams[t.slot] = datagram;
+            self.free.push(t.slot);
+            self.flush();
+        }
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            self.client.handle_timeout(now);
+        }
+        for s in &mut self.servers {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+        }
+        true
+    }
+
+    /// Runs until the download is done or virtual time passes `limit`; reads and verifies
+    /// every delivered byte when the client keeps data. Returns whether it completed.
+    pub fn run(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::ZERO + limit;
+        while !self.client.is_done() && self.now <= deadline {
+            if !self.step() {
+                break;
+            }
+            self.drain_reads();
+        }
+        self.drain_reads();
+        self.flush();
+        self.client.is_done()
+    }
+
+    /// Runs until virtual time `at` (or completion).
+    pub fn run_until(&mut self, at: Instant) {
+        while !self.client.is_done() && self.next_wakeup().is_some_and(|t| t <= at) {
+            self.step();
+            self.drain_reads();
+        }
+        self.now = self.now.max(at);
+    }
+
+    /// Server `i` stops answering (a failed device).
+    pub fn fail_server(&mut self, i: usize) {
+        self.failed[i] = true;
+    }
+}

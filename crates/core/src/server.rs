@@ -1,0 +1,447 @@
+//! The server side of the protocol: one server's sessions with all its clients.
+//!
+//! A [`ServerSession`] has the shape of the client's `Download`: datagrams and time go in
+//! ([`ServerSession::handle_datagram`], [`ServerSession::handle_timeout`]); datagrams and
+//! wake-up times come out ([`ServerSession::poll_transmit`], [`ServerSession::poll_timeout`]).
+//! Content comes from a [`ContentSource`], so a disk store and the simulator's synthetic
+//! content are interchangeable.
+//!
+//! - HELLO is answered statelessly with a WELCOME whose token binds the client's address,
+//!   connection id, content and an expiry (a keyed BLAKE3 hash), so a spoofed source costs
+//!   the server no state.
+//! - A session exists once a REQUEST shows a valid token; requests are answered in order of
+//!   arrival, sessions served in turn.
+//! - To an address that has not shown a valid token the server sends at most 3× the bytes it
+//!   received from it (RFC 9000 §8): every such answer is checked against its trigger.
+//! - Each session may queue at most `request_budget` sequence numbers; a server caps its
+//!   sessions and, optionally, its upload rate (a token bucket), as an edge device must.
+
+use crate::time::{Duration, Instant};
+use pcdn_wire as wire;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+/// What a server knows of one content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentInfo {
+    /// Length in bytes.
+    pub length: u64,
+}
+
+/// Where a server's content comes from.
+pub trait ContentSource {
+    /// The content's length, if this source holds it.
+    fn info(&self, id: &wire::ContentId) -> Option<ContentInfo>;
+    /// Fills `buf` with the content's bytes from `offset`; returns false if it cannot.
+    fn read(&self, id: &wire::ContentId, offset: u64, buf: &mut [u8]) -> bool;
+}
+
+/// A server's settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Payload bytes per DATA packet.
+    pub packet_size: u16,
+    /// Key of the address-validation tokens.
+    pub token_key: [u8; 32],
+    /// How long a token stays valid.
+    pub token_lifetime: Duration,
+    /// Most sessions at once.
+    pub max_sessions: usize,
+    /// Most sequence numbers one session may have queued.
+    pub request_budget: u64,
+    /// Upload cap in bytes per second (whole datagrams); `None`: unlimited.
+    pub upload_rate: Option<u64>,
+    /// Bucket depth of the upload cap in bytes.
+    pub upload_burst: u64,
+    /// A session silent this long is dropped.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            packet_size: 1400,
+            token_key: [0; 32],
+            token_lifetime: Duration::from_secs(3600),
+            max_sessions: 1024,
+            request_budget: 4096,
+            upload_rate: None,
+            upload_burst: 16 * 1500,
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One datagram to send, written into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerTransmit {
+    pub to: SocketAddr,
+    pub len: usize,
+}
+
+/// A server's counters.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ServerStats {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub data_packets_out: u64,
+    pub bytes_out: u64,
+    pub rejects: u64,
+    /// Datagrams dropped without an answer (answer would amplify, or nothing to say).
+    pub dropped: u64,
+    pub sessions_opened: u64,
+    pub sessions_closed: u64,
+}
+
+/// Token layout: expiry (8, ms since the server's epoch) ‖ content id (32) ‖ MAC (16).
+const TOKEN_LEN: usize = 8 + wire::CONTENT_ID_LEN + 16;
+/// The anti-amplification factor of RFC 9000 §8.
+const AMPLIFICATION: usize = 3;
+
+#[derive(Debug)]
+struct Session {
+    content: wire::ContentId,
+    length: u64,
+    /// Requested ranges with their request ids, in order of arrival.
+    queue: VecDeque<(u64, wire::SeqRange)>,
+    queued: u64,
+    last_active: Instant,
+    /// In the round-robin ring of sessions with work.
+    active: bool,
+}
+
+type SessionKey = (SocketAddr, u64);
+
+/// One server's protocol state for all its clients. See the module documentation.
+pub struct ServerSession<S> {
+    config: ServerConfig,
+    source: S,
+    sessions: HashMap<SessionKey, Session>,
+    /// Sessions with queued requests, served in turn.
+    ring: VecDeque<SessionKey>,
+    /// Answers that do not carry content (WELCOME, REJECT), in order.
+    control: VecDeque<(SocketAddr, Vec<u8>)>,
+    tokens: f64,
+    tokens_at: Instant,
+    next_expiry_check: Instant,
+    stats: ServerStats,
+}
+
+impl<S: ContentSource> ServerSession<S> {
+    pub fn new(config: ServerConfig, source: S) -> Self {
+        let tokens = config.upload_burst as f64;
+        ServerSession {
+            config,
+            source,
+            sessions: HashMap::new(),
+            ring: VecDeque::new(),
+            control: VecDeque::new(),
+            tokens,
+            tokens_at: Instant::ZERO,
+            next_expiry_check: Instant::ZERO,
+            stats: ServerStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Sequence numbers queued over all sessions.
+    pub fn queued(&self) -> u64 {
+        self.sessions.values().map(|s| s.queued).sum()
+    }
+
+    /// Changes the upload cap (bytes per second), e.g. when the device's spare upload changes.
+    pub fn set_upload_rate(&mut self, rate: Option<u64>) {
+        self.config.upload_rate = rate;
+    }
+
+    /// A datagram arrived from `from`.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += datagram.len() as u64;
+        let message = match wire::decode(datagram) {
+            Ok(m) => m,
+            Err(e) => {
+                self.reply_reject(from, datagram.len(), 0, e.reason(), 0);
+                return;
+            }
+        };
+        match message {
+            wire::Message::Hello(h) => self.on_hello(now, from, datagram.len(), &h),
+            wire::Message::Request(r) => self.on_request(now, from, datagram.len(), &r),
+            wire::Message::Cancel(c) => self.on_cancel(now, from, &c),
+            wire::Message::Bye(b) => {
+                let key = (from, b.conn_id);
+                if self.sessions.contains_key(&key) && self.check_token(now, from, b.conn_id, b.token).is_some() {
+                    self.close(key);
+                }
+            }
+            // Server-to-client types arriving here are dropped, never answered.
+            _ => self.stats.dropped += 1,
+        }
+    }
+
+    fn on_hello(&mut self, now: Instant, from: SocketAddr, received: usize, hello: &wire::Hello) {
+        let Some(info) = self.source.info(&hello.content) else {
+            self.reply_reject(from, received, hello.conn_id, wire::Reason::UnknownContent, 0);
+            return;
+        };
+        let token = self.make_token(now, from, hello.conn_id, &hello.content);
+        let mut buf = Vec::with_capacity(64);
+        let welcome = wire::Welcome {
+            conn_id: hello.conn_id,
+            content_length: info.length,
+            packet_size: self.config.packet_size,
+            token: &token,
+        };
+        if wire::encode_welcome(&mut buf, &welcome).is_ok() {
+            self.send_unvalidated(from, received, buf);
+        }
+    }
+
+    fn on_request(&mut self, now: Instant, from: SocketAddr, received: usize, request: &wire::Request<'_>) {
+        let key = (from, request.conn_id);
+        let Some(content) = self.check_token(now, from, request.conn_id, request.token) else {
+            self.reply_reject(from, received, request.conn_id, wire::Reason::BadToken, request.request_id);
+            return;
+        };
+        if !self.sessions.contains_key(&key) {
+            let Some(info) = self.source.info(&content) else {
+                self.reply_reject(from, received, request.conn_id, wire::Reason::UnknownContent, request.request_id);
+                return;
+            };
+            if self.sessions.len() >= self.config.max_sessions {
+                self.reply_reject(from, received, request.conn_id, wire::Reason::Overloaded, request.request_id);
+                return;
+            }
+            self.stats.sessions_opened += 1;
+            self.sessions.insert(
+                key,
+                Session { content, length: info.length, queue: VecDeque::new(), queued: 0, last_active: now, active: false },
+            );
+        }
+        let packet_size = u64::from(self.config.packet_size);
+        let budget = self.config.request_budget;
+        let session = self.sessions.get_mut(&key).expect("inserted above");
+        session.last_active = now;
+        let total_seqs = session.length.div_ceil(packet_size);
+        let count = request.ranges.seq_count();
+        if request.ranges.iter().any(|r| r.start + u64::from(r.len) > total_seqs) {
+            self.reply(from, request.conn_id, wire::Reason::OutOfRange, request.request_id);
+            return;
+        }
+        if session.queued + count > budget {
+            self.reply(from, request.conn_id, wire::Reason::Overloaded, request.request_id);
+            return;
+        }
+        session.queued += count;
+        session.queue.extend(request.ranges.iter().map(|r| (request.request_id, r)));
+        if !session.active {
+            session.active = true;
+            self.ring.push_back(key);
+        }
+    }
+
+    fn on_cancel(&mut self, now: Instant, from: SocketAddr, cancel: &wire::Cancel<'_>) {
+        let key = (from, cancel.conn_id);
+        if self.check_token(now, from, cancel.conn_id, cancel.token).is_none() {
+            return;
+        }
+        let Some(session) = self.sessions.get_mut(&key) else { return };
+        session.last_active = now;
+        let mut kept = VecDeque::with_capacity(session.queue.len());
+        for (id, r) in session.queue.drain(..) {
+            let mut pieces = vec![(r.start, r.start + u64::from(r.len))];
+            for c in cancel.ranges.iter() {
+                let (cs, ce) = (c.start, c.start + u64::from(c.len));
+                pieces = pieces
+                    .into_iter()
+                    .flat_map(|(s, e)| [(s, e.min(cs)), (s.max(ce), e)])
+                    .filter(|(s, e)| s < e)
+                    .collect();
+            }
+            kept.extend(pieces.into_iter().map(|(s, e)| (id, wire::SeqRange { start: s, len: (e - s) as u32 })));
+        }
+        session.queued = kept.iter().map(|(_, r)| u64::from(r.len)).sum();
+        session.queue = kept;
+    }
+
+    fn close(&mut self, key: SessionKey) {
+        if self.sessions.remove(&key).is_some() {
+            self.stats.sessions_closed += 1;
+        }
+    }
+
+    fn make_token(&self, now: Instant, from: SocketAddr, conn_id: u64, content: &wire::ContentId) -> [u8; TOKEN_LEN] {
+        let expiry = (now + self.config.token_lifetime).as_nanos() / 1_000_000;
+        let mut token = [0u8; TOKEN_LEN];
+        token[..8].copy_from_slice(&expiry.to_be_bytes());
+        token[8..40].copy_from_slice(&content.0);
+        let mac = self.mac(from, conn_id, &token[..40]);
+        token[40..].copy_from_slice(&mac);
+        token
+    }
+
+    fn mac(&self, from: SocketAddr, conn_id: u64, expiry_and_content: &[u8]) -> [u8; 16] {
+        let mut h = blake3::Hasher::new_keyed(&self.config.token_key);
+        match from {
+            SocketAddr::V4(a) => {
+                h.update(&[4]);
+                h.update(&a.ip().octets());
+            }
+            SocketAddr::V6(a) => {
+                h.update(&[6]);
+                h.update(&a.ip().octets());
+            }
+        }
+        h.update(&from.port().to_be_bytes());
+        h.update(&conn_id.to_be_bytes());
+        h.update(expiry_and_content);
+        let mut mac = [0u8; 16];
+        mac.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        mac
+    }
+
+    /// The content a token grants, if it is this server's, for this address and connection,
+    /// and not expired.
+    fn check_token(&self, now: Instant, from: SocketAddr, conn_id: u64, token: &[u8]) -> Option<wire::ContentId> {
+        if token.len() != TOKEN_LEN {
+            return None;
+        }
+        let expiry = u64::from_be_bytes(token[..8].try_into().expect("8 bytes"));
+        if expiry < now.as_nanos() / 1_000_000 {
+            return None;
+        }
+        let mac = self.mac(from, conn_id, &token[..40]);
+        // Compared in constant time: the MAC is a secret until it is right.
+        let diff = mac.iter().zip(&token[40..]).fold(0u8, |d, (a, b)| d | (a ^ b));
+        (diff == 0).then(|| wire::ContentId(token[8..40].try_into().expect("32 bytes")))
+    }
+
+    /// Answers a validated session with a REJECT.
+    fn reply(&mut self, to: SocketAddr, conn_id: u64, reason: wire::Reason, request_id: u64) {
+        let mut buf = Vec::with_capacity(24);
+        wire::encode_reject(&mut buf, &wire::Reject { conn_id, reason, request_id });
+        self.stats.rejects += 1;
+        self.control.push_back((to, buf));
+    }
+
+    /// Answers an unvalidated address with a REJECT, if that does not amplify.
+    fn reply_reject(&mut self, to: SocketAddr, received: usize, conn_id: u64, reason: wire::Reason, request_id: u64) {
+        let mut buf = Vec::with_capacity(24);
+        wire::encode_reject(&mut buf, &wire::Reject { conn_id, reason, request_id });
+        if self.send_unvalidated(to, received, buf) {
+            self.stats.rejects += 1;
+        }
+    }
+
+    /// RFC 9000 §8: an answer to an unvalidated address is at most 3× what it answers.
+    fn send_unvalidated(&mut self, to: SocketAddr, received: usize, datagram: Vec<u8>) -> bool {
+        if datagram.len() > AMPLIFICATION * received {
+            self.stats.dropped += 1;
+            return false;
+        }
+        self.control.push_back((to, datagram));
+        true
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if let Some(rate) = self.config.upload_rate {
+            let elapsed = (now - self.tokens_at).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * rate as f64).min(self.config.upload_burst as f64);
+        }
+        self.tokens_at = now;
+    }
+
+    /// The next datagram to send, written into `buf` (cleared first). Call until `None`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<ServerTransmit> {
+        buf.clear();
+        if let Some((to, datagram)) = self.control.pop_front() {
+            buf.extend_from_slice(&datagram);
+            self.stats.bytes_out += buf.len() as u64;
+            return Some(ServerTransmit { to, len: buf.len() });
+        }
+        let packet_size = u64::from(self.config.packet_size);
+        let datagram_len = (wire::DATA_HEADER_LEN as u64 + packet_size) as f64;
+        if self.config.upload_rate.is_some() {
+            self.refill(now);
+            if self.tokens < datagram_len && !self.ring.is_empty() {
+                return None;
+            }
+        }
+        while let Some(key) = self.ring.pop_front() {
+            let Some(session) = self.sessions.get_mut(&key) else { continue };
+            let Some((request_id, range)) = session.queue.front_mut() else {
+                session.active = false;
+                continue;
+            };
+            let (request_id, seq) = (*request_id, range.start);
+            range.start += 1;
+            range.len -= 1;
+            if range.len == 0 {
+                session.queue.pop_front();
+            }
+            session.queued -= 1;
+            if session.queued > 0 {
+                self.ring.push_back(key);
+            } else {
+                session.active = false;
+            }
+            let offset = seq * packet_size;
+            let len = session.length.saturating_sub(offset).min(packet_size) as usize;
+            wire::encode_data_header(buf, key.1, request_id, seq);
+            let header = buf.len();
+            buf.resize(header + len, 0);
+            if !self.source.read(&session.content, offset, &mut buf[header..]) {
+                // The content vanished under us; tell the client rather than send garbage.
+                buf.clear();
+                self.reply(key.0, key.1, wire::Reason::UnknownContent, request_id);
+                self.close(key);
+                return self.poll_transmit(now, buf);
+            }
+            if self.config.upload_rate.is_some() {
+                self.tokens -= buf.len() as f64;
+            }
+            self.stats.data_packets_out += 1;
+            self.stats.bytes_out += buf.len() as u64;
+            return Some(ServerTransmit { to: key.0, len: buf.len() });
+        }
+        None
+    }
+
+    /// When [`ServerSession::handle_timeout`] or [`ServerSession::poll_transmit`] next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut earliest = (!self.sessions.is_empty()).then_some(self.next_expiry_check);
+        if let (Some(rate), false) = (self.config.upload_rate, self.ring.is_empty()) {
+            let need = (wire::DATA_HEADER_LEN as f64 + f64::from(self.config.packet_size)) - self.tokens;
+            if need > 0.0 && rate > 0 {
+                let wait = Duration::from_nanos((need * 1e9 / rate as f64).ceil() as u64);
+                let t = self.tokens_at + wait;
+                earliest = Some(earliest.map_or(t, |e| e.min(t)));
+            }
+        }
+        earliest
+    }
+
+    /// Drops sessions that have been idle too long.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if now < self.next_expiry_check {
+            return;
+        }
+        let idle = self.config.idle_timeout;
+        let before = self.sessions.len();
+        self.sessions.retain(|_, s| now - s.last_active < idle);
+        self.stats.sessions_closed += (before - self.sessions.len()) as u64;
+        self.next_expiry_check = now + idle / 4;
+    }
+}
