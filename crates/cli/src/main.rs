@@ -1,2 +1,41 @@
-//! The `pcdn` command.
-fn main() {}
+//! The `pcdn` command: one binary for the laboratory and the delivery stack.
+
+mod bench;
+
+use clap::{Parser, Subcommand};
+
+/// pcdn: multi-source video delivery. A client fetches one content from many edge servers
+/// and a CDN origin at once, and its scheduler keeps the pieces arriving in order while the
+/// servers' bandwidth adds up.
+#[derive(Parser, Debug)]
+#[command(name = "pcdn", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Measure the speed of pcdn's parts (no network: the core in memory).
+    Bench(bench::BenchArgs),
+    /// List the schedulers and congestion controls pcdn knows.
+    List,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => bench::run(args),
+        Command::List => {
+            println!("schedulers:");
+            for (name, about) in pcdn_core::scheduler::SCHEDULERS {
+                println!("  {name:<14} {about}");
+            }
+            println!("congestion controls:");
+            for (name, about) in pcdn_core::cc::CONTROLLERS {
+                println!("  {name:<14} {about}");
+            }
+            Ok(())
+        }
+    }
+}

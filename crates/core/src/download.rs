@@ -354,6 +354,7 @@ impl Download {
         // Karn's rule: only an unambiguous handshake gives an RTT sample.
         if let Some(sent) = first_hello {
             path.rtt.update(now - sent);
+            path.invalidate_view();
         }
         path.state = PathState::Established { token: welcome.token.to_vec() };
         let id = path.id;
@@ -656,9 +657,14 @@ impl Download {
 
     /// Asks the scheduler for requests while some path can take one.
     fn schedule(&mut self, now: Instant) {
+        // Most polls find every window full; say so before building any view.
+        if !self.paths.iter().any(|p| p.can_send(now, self.packet_size)) {
+            return;
+        }
         let mut views = std::mem::take(&mut self.view_paths);
         views.clear();
-        views.extend(self.paths.iter().filter(|p| p.is_established()).map(|p| p.view(now, self.packet_size)));
+        let packet_size = self.packet_size;
+        views.extend(self.paths.iter_mut().filter(|p| p.is_established()).map(|p| p.view(now, packet_size)));
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;

@@ -32,36 +32,51 @@ impl PatternContent {
         PatternContent { id: wire::ContentId(id), length }
     }
 
-    fn word(index: u64) -> u64 {
-        // splitmix64: cheap, and every 8-byte word differs.
-        let mut z = index.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    /// One 64 KiB block of pseudo-random bytes; the content repeats it, each repetition
+    /// XORed with its block number so that no two blocks are alike.
+    fn table() -> &'static [u8; Self::BLOCK] {
+        static TABLE: std::sync::OnceLock<Box<[u8; PatternContent::BLOCK]>> = std::sync::OnceLock::new();
+        TABLE.get_or_init(|| {
+            let mut t = Box::new([0u8; Self::BLOCK]);
+            let mut z = 0x9e37_79b9_7f4a_7c15u64;
+            for chunk in t.chunks_exact_mut(8) {
+                // splitmix64
+                z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut x = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                chunk.copy_from_slice(&(x ^ (x >> 31)).to_le_bytes());
+            }
+            t
+        })
+    }
+
+    const BLOCK: usize = 1 << 16;
+
+    fn block_tweak(block: u64) -> u8 {
+        (block ^ (block >> 8) ^ (block >> 16) ^ (block >> 24)) as u8 | 1
     }
 
     /// The byte at `offset`.
     pub fn byte(offset: u64) -> u8 {
-        Self::word(offset / 8).to_le_bytes()[(offset % 8) as usize]
+        let block = offset / Self::BLOCK as u64;
+        Self::table()[(offset % Self::BLOCK as u64) as usize] ^ Self::block_tweak(block)
     }
 
     /// Fills `buf` with the bytes from `offset`.
     pub fn fill(offset: u64, buf: &mut [u8]) {
+        let table = Self::table();
         let mut pos = offset;
         let mut rest = buf;
-        while pos % 8 != 0 && !rest.is_empty() {
-            rest[0] = Self::byte(pos);
-            rest = &mut rest[1..];
-            pos += 1;
-        }
-        let mut chunks = rest.chunks_exact_mut(8);
-        for chunk in &mut chunks {
-            chunk.copy_from_slice(&Self::word(pos / 8).to_le_bytes());
-            pos += 8;
-        }
-        for b in chunks.into_remainder() {
-            *b = Self::byte(pos);
-            pos += 1;
+        while !rest.is_empty() {
+            let within = (pos % Self::BLOCK as u64) as usize;
+            let n = rest.len().min(Self::BLOCK - within);
+            let tweak = Self::block_tweak(pos / Self::BLOCK as u64);
+            let (head, tail) = rest.split_at_mut(n);
+            for (out, &t) in head.iter_mut().zip(&table[within..within + n]) {
+                *out = t ^ tweak;
+            }
+            rest = tail;
+            pos += n as u64;
         }
     }
 }
@@ -157,10 +172,11 @@ pub struct Harness {
     rng: ChaCha8Rng,
     buf: Vec<u8>,
     client_addr: SocketAddr,
-    /// Bytes read from the client and checked against the content.
+    /// Bytes read from the client (the tasks' ranges in order) and checked against the content.
     pub verified: u64,
     read_buf: Vec<u8>,
     expected_buf: Vec<u8>,
+    tasks: Vec<std::ops::Range<u64>>,
 }
 
 impl Harness {
@@ -175,6 +191,7 @@ impl Harness {
     ) -> Harness {
         let content = PatternContent::new(config.content_length);
         let config = DownloadConfig { content: content.id, ..config };
+        let tasks = if config.tasks.is_empty() { vec![0..config.content_length] } else { config.tasks.clone() };
         let packet_size = config.packet_size;
         let mut client = Download::new(config, scheduler).expect("valid download config");
         let mut path_ids = Vec::new();
@@ -210,6 +227,7 @@ impl Harness {
             verified: 0,
             read_buf: vec![0; 64 * 1024],
             expected_buf: vec![0; 64 * 1024],
+            tasks,
         }
     }
 
@@ -278,11 +296,37 @@ impl Harness {
             if n == 0 {
                 return;
             }
-            let expected = &mut self.expected_buf[..n];
-            PatternContent::fill(self.verified, expected);
-            assert!(self.read_buf[..n] == *expected, "content differs within bytes {}..{}", self.verified, self.verified + n as u64);
-            self.verified += n as u64;
+            // Bytes arrive as the tasks' ranges one after the other.
+            let mut done = 0;
+            while done < n {
+                let (offset, room) = self.stream_offset(self.verified);
+                let take = (n - done).min(room as usize);
+                let expected = &mut self.expected_buf[..take];
+                PatternContent::fill(offset, expected);
+                assert!(
+                    self.read_buf[done..done + take] == *expected,
+                    "content differs within bytes {offset}..{}",
+                    offset + take as u64
+                );
+                done += take;
+                self.verified += take as u64;
+            }
         }
+    }
+
+    /// Content offset of byte `position` of the stream of task ranges, and how many bytes
+    /// follow it in the same task.
+    fn stream_offset(&self, position: u64) -> (u64, u64) {
+        let mut skipped = 0;
+        for t in &self.tasks {
+            let len = t.end - t.start;
+            if position < skipped + len {
+                let within = position - skipped;
+                return (t.start + within, len - within);
+            }
+            skipped += len;
+        }
+        panic!("read past the end of the tasks");
     }
 
     /// One step: advance to the next wake-up and handle everything due then. Returns false

@@ -122,6 +122,7 @@ pub(crate) struct Path {
     pub consecutive_timeouts: u32,
     /// Distinct packets this path delivered first.
     pub delivered_packets: u64,
+    view_cache: Option<PathView>,
 }
 
 impl Path {
@@ -148,6 +149,7 @@ impl Path {
             delivered_time: now,
             consecutive_timeouts: 0,
             delivered_packets: 0,
+            view_cache: None,
         }
     }
 
@@ -175,26 +177,43 @@ impl Path {
         self.is_established() && self.in_flight_count() < self.cwnd_packets(packet_size) && self.next_send <= now
     }
 
-    /// The scheduler's read-only picture of this path.
-    pub fn view(&self, now: Instant, packet_size: u64) -> PathView {
-        let srtt = self.rtt.smoothed();
-        let rto = self.rtt.rto();
-        let loss_rate = self.loss.rate();
-        PathView {
-            id: self.id,
-            origin: self.info.origin,
-            srtt,
-            rttvar: self.rtt.rttvar(),
-            min_rtt: self.rtt.min(),
-            rto,
-            loss_rate,
-            delivery_rate: self.rate.rate(),
-            expected_time: expected_transmission_time(srtt, rto, loss_rate),
-            cwnd: self.cwnd_packets(packet_size),
-            in_flight: self.in_flight_count(),
-            can_send: self.can_send(now, packet_size),
-            delivered: self.delivered_packets,
-        }
+    /// The scheduler's read-only picture of this path. The estimates are recomputed only
+    /// after they changed; schedulers ask far more often than packets arrive.
+    pub fn view(&mut self, now: Instant, packet_size: u64) -> PathView {
+        let cwnd = self.cwnd_packets(packet_size);
+        let in_flight = self.in_flight_count();
+        let can_send = self.can_send(now, packet_size);
+        let delivered = self.delivered_packets;
+        let view = self.view_cache.get_or_insert_with(|| {
+            let srtt = self.rtt.smoothed();
+            let rto = self.rtt.rto();
+            let loss_rate = self.loss.rate();
+            PathView {
+                id: self.id,
+                origin: self.info.origin,
+                srtt,
+                rttvar: self.rtt.rttvar(),
+                min_rtt: self.rtt.min(),
+                rto,
+                loss_rate,
+                delivery_rate: self.rate.rate(),
+                expected_time: expected_transmission_time(srtt, rto, loss_rate),
+                cwnd,
+                in_flight,
+                can_send,
+                delivered,
+            }
+        });
+        view.cwnd = cwnd;
+        view.in_flight = in_flight;
+        view.can_send = can_send;
+        view.delivered = delivered;
+        view.clone()
+    }
+
+    /// The estimates changed: the next view recomputes them.
+    pub fn invalidate_view(&mut self) {
+        self.view_cache = None;
     }
 
     /// Puts a request for `seq` on the ledger and in the outbox; returns its pn.
@@ -252,6 +271,7 @@ impl Path {
         self.largest_answered = Some(self.largest_answered.map_or(pn, |l| l.max(pn)));
         let rtt = now - entry.sent;
         self.rtt.update(rtt);
+        self.invalidate_view();
         ps.srtt_us = self.rtt.smoothed().as_micros() as u64;
         self.delivered_bytes += bytes;
         self.delivered_time = now;
@@ -288,6 +308,7 @@ impl Path {
         self.in_flight.remove(&entry.seq);
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         if congestion {
+            self.view_cache = None;
             ps.losses += 1;
             self.loss.on_loss(pn, entry.sent, srtt);
             self.cc.on_loss(&Loss {
@@ -346,6 +367,7 @@ impl Path {
         }
         self.trim();
         self.rtt.back_off();
+        self.invalidate_view();
         self.consecutive_timeouts += 1;
         ps.timeouts += 1;
         true

@@ -102,6 +102,8 @@ const AMPLIFICATION: usize = 3;
 struct Session {
     content: wire::ContentId,
     length: u64,
+    /// The token that opened the session; the same bytes again need no MAC check.
+    token: [u8; TOKEN_LEN],
     /// Requested ranges with their request ids, in order of arrival.
     queue: VecDeque<(u64, wire::SeqRange)>,
     queued: u64,
@@ -182,7 +184,7 @@ impl<S: ContentSource> ServerSession<S> {
             wire::Message::Cancel(c) => self.on_cancel(now, from, &c),
             wire::Message::Bye(b) => {
                 let key = (from, b.conn_id);
-                if self.sessions.contains_key(&key) && self.check_token(now, from, b.conn_id, b.token).is_some() {
+                if self.validate(now, key, b.token).is_some() {
                     self.close(key);
                 }
             }
@@ -211,7 +213,7 @@ impl<S: ContentSource> ServerSession<S> {
 
     fn on_request(&mut self, now: Instant, from: SocketAddr, received: usize, request: &wire::Request<'_>) {
         let key = (from, request.conn_id);
-        let Some(content) = self.check_token(now, from, request.conn_id, request.token) else {
+        let Some(content) = self.validate(now, key, request.token) else {
             self.reply_reject(from, received, request.conn_id, wire::Reason::BadToken, request.request_id);
             return;
         };
@@ -225,9 +227,11 @@ impl<S: ContentSource> ServerSession<S> {
                 return;
             }
             self.stats.sessions_opened += 1;
+            let mut token = [0u8; TOKEN_LEN];
+            token.copy_from_slice(request.token);
             self.sessions.insert(
                 key,
-                Session { content, length: info.length, queue: VecDeque::new(), queued: 0, last_active: now, active: false },
+                Session { content, length: info.length, token, queue: VecDeque::new(), queued: 0, last_active: now, active: false },
             );
         }
         let packet_size = u64::from(self.config.packet_size);
@@ -254,7 +258,7 @@ impl<S: ContentSource> ServerSession<S> {
 
     fn on_cancel(&mut self, now: Instant, from: SocketAddr, cancel: &wire::Cancel<'_>) {
         let key = (from, cancel.conn_id);
-        if self.check_token(now, from, cancel.conn_id, cancel.token).is_none() {
+        if self.validate(now, key, cancel.token).is_none() {
             return;
         }
         let Some(session) = self.sessions.get_mut(&key) else { return };
@@ -312,6 +316,18 @@ impl<S: ContentSource> ServerSession<S> {
         mac
     }
 
+    /// The content `token` grants to `key`: a session's own token is checked by comparison
+    /// (and expiry), anything else by its MAC.
+    fn validate(&self, now: Instant, key: SessionKey, token: &[u8]) -> Option<wire::ContentId> {
+        if let Some(session) = self.sessions.get(&key) {
+            if token.len() == TOKEN_LEN && constant_time_eq(&session.token, token) {
+                let expiry = u64::from_be_bytes(token[..8].try_into().expect("8 bytes"));
+                return (expiry >= now.as_nanos() / 1_000_000).then_some(session.content);
+            }
+        }
+        self.check_token(now, key.0, key.1, token)
+    }
+
     /// The content a token grants, if it is this server's, for this address and connection,
     /// and not expired.
     fn check_token(&self, now: Instant, from: SocketAddr, conn_id: u64, token: &[u8]) -> Option<wire::ContentId> {
@@ -324,8 +340,7 @@ impl<S: ContentSource> ServerSession<S> {
         }
         let mac = self.mac(from, conn_id, &token[..40]);
         // Compared in constant time: the MAC is a secret until it is right.
-        let diff = mac.iter().zip(&token[40..]).fold(0u8, |d, (a, b)| d | (a ^ b));
-        (diff == 0).then(|| wire::ContentId(token[8..40].try_into().expect("32 bytes")))
+        constant_time_eq(&mac, &token[40..]).then(|| wire::ContentId(token[8..40].try_into().expect("32 bytes")))
     }
 
     /// Answers a validated session with a REJECT.
@@ -444,4 +459,9 @@ impl<S: ContentSource> ServerSession<S> {
         self.stats.sessions_closed += (before - self.sessions.len()) as u64;
         self.next_expiry_check = now + idle / 4;
     }
+}
+
+/// Equality whose time does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }

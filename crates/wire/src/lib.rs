@@ -4,6 +4,18 @@
 //! same two bytes, `version` and `type`. Decoding never panics: a malformed, truncated,
 //! oversized or unknown-version datagram yields a [`DecodeError`], from which the receiver
 //! decides to answer with a [`Reject`] or to drop it.
+//!
+//! ```
+//! use pcdn_wire::{Message, SeqRange, decode, encode_request};
+//!
+//! let mut datagram = Vec::new();
+//! let ranges = [SeqRange { start: 0, len: 4 }, SeqRange { start: 10, len: 1 }];
+//! encode_request(&mut datagram, 0x0123_4567_89ab_cdef, b"token", 7, &ranges).unwrap();
+//! let Ok(Message::Request(request)) = decode(&datagram) else { unreachable!() };
+//! assert_eq!(request.request_id, 7);
+//! assert_eq!(request.ranges.iter().collect::<Vec<_>>(), ranges);
+//! assert_eq!(request.ranges.seq_count(), 5);
+//! ```
 
 /// The protocol version this crate speaks.
 pub const VERSION: u8 = 1;
@@ -73,6 +85,14 @@ pub const DATA_HEADER_LEN: usize = 2 + 8 + 8 + 8;
 pub const MAX_PAYLOAD: usize = MAX_DATAGRAM - DATA_HEADER_LEN;
 /// Bytes one sequence range takes in a REQUEST or CANCEL.
 pub const RANGE_LEN: usize = 12;
+/// Most sequence ranges one REQUEST or CANCEL carries (its count field is one byte); the
+/// [`MAX_DATAGRAM`] limit may allow fewer.
+pub const MAX_RANGES: usize = 255;
+/// Length of a HELLO datagram, in bytes (it has no variable part).
+pub const HELLO_LEN: usize = 2 + 8 + CONTENT_ID_LEN;
+/// Length of a REJECT datagram, in bytes (it has no variable part). A receiver answers an
+/// undecodable datagram with a REJECT only if the datagram is at least this long.
+pub const REJECT_LEN: usize = 2 + 8 + 1 + 8;
 
 /// Client → server: open a connection for one content.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -156,6 +176,7 @@ impl<'a> Ranges<'a> {
     pub fn len(&self) -> usize {
         self.raw.len() / RANGE_LEN
     }
+    /// Always false for ranges from [`decode`], which requires at least one range.
     pub fn is_empty(&self) -> bool {
         self.raw.is_empty()
     }
@@ -163,7 +184,8 @@ impl<'a> Ranges<'a> {
     pub fn seq_count(&self) -> u64 {
         self.iter().map(|r| u64::from(r.len)).sum()
     }
-    pub fn iter(&self) -> impl Iterator<Item = SeqRange> + 'a {
+    /// The ranges in datagram order.
+    pub fn iter(&self) -> impl Iterator<Item = SeqRange> + Clone + 'a {
         self.raw.chunks_exact(RANGE_LEN).map(|c| SeqRange {
             start: u64::from_be_bytes(c[0..8].try_into().expect("8 bytes")),
             len: u32::from_be_bytes(c[8..12].try_into().expect("4 bytes")),
@@ -174,7 +196,7 @@ impl<'a> Ranges<'a> {
 /// Why a datagram could not be decoded.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("datagram is empty or shorter than its header")]
+    #[error("datagram ends before its last field")]
     Truncated,
     #[error("datagram of {0} bytes exceeds the {MAX_DATAGRAM}-byte limit")]
     Oversized(usize),
@@ -205,6 +227,10 @@ pub enum EncodeError {
     RangeCount(usize),
     #[error("a range must ask for at least one sequence number")]
     EmptyRange,
+    #[error("a range must end at or before sequence number 2^64 - 1")]
+    RangeOverflow,
+    #[error("packet size {0} is outside 1..={MAX_PAYLOAD}")]
+    PacketSize(u16),
     #[error("encoded datagram would be {0} bytes, over {MAX_DATAGRAM}")]
     Oversized(usize),
 }
@@ -222,6 +248,9 @@ pub fn encode_hello(out: &mut Vec<u8>, hello: &Hello) {
 /// Appends a WELCOME datagram to `out`.
 pub fn encode_welcome(out: &mut Vec<u8>, welcome: &Welcome<'_>) -> Result<(), EncodeError> {
     check_token(welcome.token)?;
+    if welcome.packet_size == 0 || usize::from(welcome.packet_size) > MAX_PAYLOAD {
+        return Err(EncodeError::PacketSize(welcome.packet_size));
+    }
     out.extend_from_slice(&[VERSION, kind::WELCOME]);
     out.extend_from_slice(&welcome.conn_id.to_be_bytes());
     out.extend_from_slice(&welcome.content_length.to_be_bytes());
@@ -238,14 +267,7 @@ pub fn encode_request(
     request_id: u64,
     ranges: RangeList<'_>,
 ) -> Result<(), EncodeError> {
-    check_token(token)?;
-    check_ranges(ranges, 2 + 8 + 1 + token.len() + 8 + 1)?;
-    out.extend_from_slice(&[VERSION, kind::REQUEST]);
-    out.extend_from_slice(&conn_id.to_be_bytes());
-    put_token(out, token);
-    out.extend_from_slice(&request_id.to_be_bytes());
-    put_ranges(out, ranges);
-    Ok(())
+    put_request(out, conn_id, token, request_id, ranges.iter().copied())
 }
 
 /// Appends a CANCEL datagram for `ranges` to `out`.
@@ -255,13 +277,7 @@ pub fn encode_cancel(
     token: &[u8],
     ranges: RangeList<'_>,
 ) -> Result<(), EncodeError> {
-    check_token(token)?;
-    check_ranges(ranges, 2 + 8 + 1 + token.len() + 1)?;
-    out.extend_from_slice(&[VERSION, kind::CANCEL]);
-    out.extend_from_slice(&conn_id.to_be_bytes());
-    put_token(out, token);
-    put_ranges(out, ranges);
-    Ok(())
+    put_cancel(out, conn_id, token, ranges.iter().copied())
 }
 
 /// Appends a BYE datagram to `out`.
@@ -309,14 +325,8 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) -> Result<(), EncodeErro
             Ok(())
         }
         Message::Welcome(m) => encode_welcome(out, m),
-        Message::Request(m) => {
-            let ranges: Vec<SeqRange> = m.ranges.iter().collect();
-            encode_request(out, m.conn_id, m.token, m.request_id, &ranges)
-        }
-        Message::Cancel(m) => {
-            let ranges: Vec<SeqRange> = m.ranges.iter().collect();
-            encode_cancel(out, m.conn_id, m.token, &ranges)
-        }
+        Message::Request(m) => put_request(out, m.conn_id, m.token, m.request_id, m.ranges.iter()),
+        Message::Cancel(m) => put_cancel(out, m.conn_id, m.token, m.ranges.iter()),
         Message::Bye(m) => encode_bye(out, m),
         Message::Data(m) => encode_data(out, m),
         Message::Reject(m) => {
@@ -333,18 +343,72 @@ fn check_token(token: &[u8]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn check_ranges(ranges: RangeList<'_>, fixed: usize) -> Result<(), EncodeError> {
-    if ranges.is_empty() || ranges.len() > 255 {
-        return Err(EncodeError::RangeCount(ranges.len()));
+fn put_request<I>(
+    out: &mut Vec<u8>,
+    conn_id: u64,
+    token: &[u8],
+    request_id: u64,
+    ranges: I,
+) -> Result<(), EncodeError>
+where
+    I: Iterator<Item = SeqRange> + Clone,
+{
+    check_token(token)?;
+    let count = check_ranges(ranges.clone(), 2 + 8 + 1 + token.len() + 8 + 1)?;
+    out.extend_from_slice(&[VERSION, kind::REQUEST]);
+    out.extend_from_slice(&conn_id.to_be_bytes());
+    put_token(out, token);
+    out.extend_from_slice(&request_id.to_be_bytes());
+    put_ranges(out, count, ranges);
+    Ok(())
+}
+
+fn put_cancel<I>(
+    out: &mut Vec<u8>,
+    conn_id: u64,
+    token: &[u8],
+    ranges: I,
+) -> Result<(), EncodeError>
+where
+    I: Iterator<Item = SeqRange> + Clone,
+{
+    check_token(token)?;
+    let count = check_ranges(ranges.clone(), 2 + 8 + 1 + token.len() + 1)?;
+    out.extend_from_slice(&[VERSION, kind::CANCEL]);
+    out.extend_from_slice(&conn_id.to_be_bytes());
+    put_token(out, token);
+    put_ranges(out, count, ranges);
+    Ok(())
+}
+
+/// Checks what decoding will check, plus the datagram size; returns the range count.
+/// `fixed` is the datagram length without the ranges.
+fn check_ranges(
+    ranges: impl Iterator<Item = SeqRange>,
+    fixed: usize,
+) -> Result<usize, EncodeError> {
+    let mut count = 0;
+    let mut empty = false;
+    let mut overflow = false;
+    for r in ranges {
+        count += 1;
+        empty |= r.len == 0;
+        overflow |= r.start.checked_add(u64::from(r.len)).is_none();
     }
-    if ranges.iter().any(|r| r.len == 0) {
+    if count == 0 || count > MAX_RANGES {
+        return Err(EncodeError::RangeCount(count));
+    }
+    if empty {
         return Err(EncodeError::EmptyRange);
     }
-    let len = fixed + ranges.len() * RANGE_LEN;
+    if overflow {
+        return Err(EncodeError::RangeOverflow);
+    }
+    let len = fixed + count * RANGE_LEN;
     if len > MAX_DATAGRAM {
         return Err(EncodeError::Oversized(len));
     }
-    Ok(())
+    Ok(count)
 }
 
 fn put_token(out: &mut Vec<u8>, token: &[u8]) {
@@ -352,8 +416,9 @@ fn put_token(out: &mut Vec<u8>, token: &[u8]) {
     out.extend_from_slice(token);
 }
 
-fn put_ranges(out: &mut Vec<u8>, ranges: RangeList<'_>) {
-    out.push(ranges.len() as u8);
+fn put_ranges(out: &mut Vec<u8>, count: usize, ranges: impl Iterator<Item = SeqRange>) {
+    debug_assert!((1..=MAX_RANGES).contains(&count));
+    out.push(count as u8);
     for r in ranges {
         out.extend_from_slice(&r.start.to_be_bytes());
         out.extend_from_slice(&r.len.to_be_bytes());
@@ -378,10 +443,14 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn token(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = usize::from(self.u8()?);
@@ -416,7 +485,37 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The connection id of a datagram that may not decode, for the REJECT that answers it:
+/// the `conn_id` field (bytes 2..10) when the datagram has version [`VERSION`], a known type
+/// and at least 10 bytes, else `None` (answer with connection id 0).
+pub fn peek_conn_id(datagram: &[u8]) -> Option<u64> {
+    match datagram {
+        [VERSION, t, id @ ..] if id.len() >= 8 && is_known_kind(*t) => {
+            Some(u64::from_be_bytes(id[..8].try_into().expect("8 bytes")))
+        }
+        _ => None,
+    }
+}
+
+fn is_known_kind(t: u8) -> bool {
+    matches!(
+        t,
+        kind::HELLO
+            | kind::REQUEST
+            | kind::CANCEL
+            | kind::BYE
+            | kind::WELCOME
+            | kind::DATA
+            | kind::REJECT
+    )
+}
+
 /// Decodes one datagram. Never panics, whatever the input.
+///
+/// Checks in this order: length over [`MAX_DATAGRAM`] ([`DecodeError::Oversized`]), version
+/// byte, type byte, then fields front to back; bytes left after the last field are
+/// [`DecodeError::Malformed`]. A DATA datagram's payload is everything after its header,
+/// possibly empty.
 pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
     if datagram.len() > MAX_DATAGRAM {
         return Err(DecodeError::Oversized(datagram.len()));
@@ -437,13 +536,22 @@ pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
             let token = r.token()?;
             let request_id = r.u64()?;
             let ranges = r.ranges()?;
-            Message::Request(Request { conn_id, token, request_id, ranges })
+            Message::Request(Request {
+                conn_id,
+                token,
+                request_id,
+                ranges,
+            })
         }
         kind::CANCEL => {
             let conn_id = r.u64()?;
             let token = r.token()?;
             let ranges = r.ranges()?;
-            Message::Cancel(Cancel { conn_id, token, ranges })
+            Message::Cancel(Cancel {
+                conn_id,
+                token,
+                ranges,
+            })
         }
         kind::BYE => {
             let conn_id = r.u64()?;
@@ -458,21 +566,35 @@ pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
                 return Err(DecodeError::Malformed("packet size out of range"));
             }
             let token = r.token()?;
-            Message::Welcome(Welcome { conn_id, content_length, packet_size, token })
+            Message::Welcome(Welcome {
+                conn_id,
+                content_length,
+                packet_size,
+                token,
+            })
         }
         kind::DATA => {
             let conn_id = r.u64()?;
             let request_id = r.u64()?;
             let seq = r.u64()?;
             let payload = std::mem::take(&mut r.buf);
-            Message::Data(Data { conn_id, request_id, seq, payload })
+            Message::Data(Data {
+                conn_id,
+                request_id,
+                seq,
+                payload,
+            })
         }
         kind::REJECT => {
             let conn_id = r.u64()?;
             let reason = Reason::from_code(r.u8()?)
                 .ok_or(DecodeError::Malformed("unknown reject reason"))?;
             let request_id = r.u64()?;
-            Message::Reject(Reject { conn_id, reason, request_id })
+            Message::Reject(Reject {
+                conn_id,
+                reason,
+                request_id,
+            })
         }
         other => return Err(DecodeError::UnknownType(other)),
     };

@@ -17,7 +17,11 @@ pub struct NewRenoConfig {
 
 impl Default for NewRenoConfig {
     fn default() -> Self {
-        NewRenoConfig { initial_window_packets: 10, min_window_packets: 2, loss_reduction: 0.5 }
+        NewRenoConfig {
+            initial_window_packets: 10,
+            min_window_packets: 2,
+            loss_reduction: 0.5,
+        }
     }
 }
 
@@ -89,7 +93,10 @@ impl Controller for NewReno {
     }
     fn on_request_sent(&mut self, _now: Instant, _bytes: u64, _in_flight_bytes: u64) {}
     fn on_data(&mut self, arrival: &DataArrival) {
-        if self.recovery_start.is_some_and(|start| arrival.sent <= start) {
+        if self
+            .recovery_start
+            .is_some_and(|start| arrival.sent <= start)
+        {
             return;
         }
         // RFC 7661 / RFC 9002 §7.8: a window the sender did not fill has not been shown to
@@ -177,7 +184,13 @@ pub(crate) mod test_support {
     }
 
     pub(crate) fn loss(sent: Instant, now: Instant, by_timeout: bool) -> Loss {
-        Loss { now, sent, lost_bytes: MSS, in_flight_bytes: 0, by_timeout }
+        Loss {
+            now,
+            sent,
+            lost_bytes: MSS,
+            in_flight_bytes: 0,
+            by_timeout,
+        }
     }
 
     /// One round trip from `start`: a full window of requests sent evenly over `rtt`, each

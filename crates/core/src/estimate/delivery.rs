@@ -56,7 +56,9 @@ impl DeliveryRate {
             return self.sample;
         }
         match self.start {
-            Some(start) if self.packets >= 2 && self.end > start => Some(rate(self.bytes, start, self.end)),
+            Some(start) if self.packets >= 2 && self.end > start => {
+                Some(rate(self.bytes, start, self.end))
+            }
             _ => None,
         }
     }

@@ -107,7 +107,11 @@ impl RttEstimator {
 
 impl Default for RttEstimator {
     fn default() -> Self {
-        RttEstimator::new(Duration::from_millis(333), Duration::from_millis(200), Duration::from_secs(60))
+        RttEstimator::new(
+            Duration::from_millis(333),
+            Duration::from_millis(200),
+            Duration::from_secs(60),
+        )
     }
 }
 

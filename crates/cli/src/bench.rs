@@ -1,0 +1,110 @@
+//! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use cpu_time::ProcessTime;
+use pcdn_core::harness::{Harness, PathSpec};
+use pcdn_core::{Duration, DownloadConfig, cc, scheduler};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    target: Target,
+    /// Number of servers (paths).
+    #[arg(long, default_value_t = 4)]
+    paths: usize,
+    /// Content size in bytes (accepts k/M/G suffixes, powers of 10).
+    #[arg(long, default_value = "200M")]
+    size: String,
+    /// Payload bytes per packet.
+    #[arg(long, default_value_t = 1400)]
+    packet_size: u32,
+    /// Repetitions; the report gives each and the best.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Keep and verify every delivered byte (as `pcdn fetch` does) instead of counting them.
+    #[arg(long)]
+    verify: bool,
+    /// Print one JSON object per run instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Target {
+    /// Client and server sessions exchanging packets in memory: delivered packets per CPU second.
+    Core,
+}
+
+fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let s = s.trim();
+    let (digits, mult) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1_000),
+        Some('M') => (&s[..s.len() - 1], 1_000_000),
+        Some('G') => (&s[..s.len() - 1], 1_000_000_000),
+        _ => (s, 1),
+    };
+    let n: u64 = digits.parse().with_context(|| format!("--size {s:?}: expected a byte count such as 200M"))?;
+    Ok(n * mult)
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.target {
+        Target::Core => core(&args),
+    }
+}
+
+fn core(args: &BenchArgs) -> anyhow::Result<()> {
+    let length = parse_size(&args.size)?;
+    if args.paths == 0 {
+        bail!("--paths must be at least 1");
+    }
+    let mut best = 0.0f64;
+    for run in 1..=args.runs {
+        // Paths far faster than the core, so the core is what is measured.
+        let specs: Vec<PathSpec> = (0..args.paths)
+            .map(|i| {
+                let mut p = PathSpec::new(100_000_000_000, Duration::from_millis(5 + i as u64), 0.0);
+                p.queue_packets = 1_000_000;
+                p
+            })
+            .collect();
+        let mut config = DownloadConfig::new(Default::default(), length, args.packet_size);
+        config.keep_data = args.verify;
+        let mut h = Harness::new(
+            config,
+            scheduler::by_name("minrtt", 1).expect("registered"),
+            cc::by_name("cubic").expect("registered").as_ref(),
+            &specs,
+            run as u64,
+        );
+        let start = ProcessTime::now();
+        let done = h.run(Duration::from_secs(24 * 3600));
+        let cpu = start.elapsed().as_secs_f64();
+        if !done {
+            bail!("the benchmark download did not complete");
+        }
+        let packets = h.client.stats().packets_delivered;
+        let rate = packets as f64 / cpu;
+        best = best.max(rate);
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"target": "core", "run": run, "paths": args.paths, "bytes": length,
+                    "packet_size": args.packet_size, "verify": args.verify, "packets": packets,
+                    "cpu_s": cpu, "packets_per_cpu_s": rate})
+            );
+        } else {
+            println!(
+                "run {run}: {packets} packets delivered in {cpu:.3} CPU s = {:.2} M packets per CPU second ({:.1} Gbit/s of payload)",
+                rate / 1e6,
+                rate * f64::from(args.packet_size) * 8.0 / 1e9
+            );
+        }
+    }
+    if !args.json {
+        println!("best: {:.2} M packets per CPU second", best / 1e6);
+    }
+    Ok(())
+}
