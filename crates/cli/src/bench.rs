@@ -4,7 +4,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cpu_time::ProcessTime;
 use pcdn_core::harness::{Harness, PathSpec};
-use pcdn_core::{Duration, DownloadConfig, cc, scheduler};
+use pcdn_core::{DownloadConfig, Duration, cc, scheduler};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -45,7 +45,9 @@ fn parse_size(s: &str) -> anyhow::Result<u64> {
         Some('G') => (&s[..s.len() - 1], 1_000_000_000),
         _ => (s, 1),
     };
-    let n: u64 = digits.parse().with_context(|| format!("--size {s:?}: expected a byte count such as 200M"))?;
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("--size {s:?}: expected a byte count such as 200M"))?;
     Ok(n * mult)
 }
 

@@ -3,7 +3,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pcdn_core::harness::{Harness, PathSpec};
-use pcdn_core::{Duration, DownloadConfig, cc, scheduler};
+use pcdn_core::{DownloadConfig, Duration, cc, scheduler};
 
 const LENGTH: u64 = 20_000_000;
 const PACKET: u32 = 1400;
@@ -35,8 +35,12 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Elements(packets));
     for paths in [1, 4] {
-        group.bench_function(format!("download_{paths}_paths_verified"), |b| b.iter(|| download(paths, true)));
-        group.bench_function(format!("download_{paths}_paths_discard"), |b| b.iter(|| download(paths, false)));
+        group.bench_function(format!("download_{paths}_paths_verified"), |b| {
+            b.iter(|| download(paths, true))
+        });
+        group.bench_function(format!("download_{paths}_paths_discard"), |b| {
+            b.iter(|| download(paths, false))
+        });
     }
     group.finish();
 }

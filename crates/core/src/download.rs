@@ -77,8 +77,15 @@ impl DownloadConfig {
 pub enum ConfigError {
     #[error("packet size {0} is outside 1..={max}", max = wire::MAX_PAYLOAD)]
     PacketSize(u32),
-    #[error("task {index} ({start}..{end}) is empty, reversed, past the content length {length}, or overlaps the task before it")]
-    Task { index: usize, start: u64, end: u64, length: u64 },
+    #[error(
+        "task {index} ({start}..{end}) is empty, reversed, past the content length {length}, or overlaps the task before it"
+    )]
+    Task {
+        index: usize,
+        start: u64,
+        end: u64,
+        length: u64,
+    },
 }
 
 /// Something the application should know.
@@ -195,13 +202,22 @@ impl Download {
         }
         let packet_size = u64::from(config.packet_size);
         let length = config.content_length;
-        let ranges = if config.tasks.is_empty() { vec![0..length] } else { config.tasks.clone() };
+        let ranges = if config.tasks.is_empty() {
+            std::iter::once(0..length).collect()
+        } else {
+            config.tasks.clone()
+        };
         let mut tasks = Vec::with_capacity(ranges.len());
         let mut previous_end = 0;
         for (index, r) in ranges.iter().enumerate() {
             let bad = r.end > length || (r.start >= r.end && length > 0) || (index > 0 && r.start < previous_end);
             if bad {
-                return Err(ConfigError::Task { index, start: r.start, end: r.end, length });
+                return Err(ConfigError::Task {
+                    index,
+                    start: r.start,
+                    end: r.end,
+                    length,
+                });
             }
             previous_end = r.end;
             tasks.push(Task {
@@ -222,7 +238,11 @@ impl Download {
             packets_needed: needed,
             tasks: tasks
                 .iter()
-                .map(|t| TaskStats { start_byte: t.start_byte, end_byte: t.end_byte, ..TaskStats::default() })
+                .map(|t| TaskStats {
+                    start_byte: t.start_byte,
+                    end_byte: t.end_byte,
+                    ..TaskStats::default()
+                })
                 .collect(),
             ..Stats::default()
         };
@@ -266,8 +286,13 @@ impl Download {
         let id = PathId(self.next_path_id);
         self.next_path_id += 1;
         let conn_id = self.rng.random::<u64>();
-        self.stats.paths.push(PathStats { name: server.name.clone(), origin: server.origin, ..PathStats::default() });
-        self.paths.push(Path::new(id, server, conn_id, cc, now, self.config.min_rto));
+        self.stats.paths.push(PathStats {
+            name: server.name.clone(),
+            origin: server.origin,
+            ..PathStats::default()
+        });
+        self.paths
+            .push(Path::new(id, server, conn_id, cc, now, self.config.min_rto));
         id
     }
 
@@ -278,7 +303,15 @@ impl Download {
         let path = self.paths.remove(index);
         if let Some(token) = path.token() {
             let mut buf = Vec::new();
-            if wire::encode_bye(&mut buf, &wire::Bye { conn_id: path.conn_id, token }).is_ok() {
+            if wire::encode_bye(
+                &mut buf,
+                &wire::Bye {
+                    conn_id: path.conn_id,
+                    token,
+                },
+            )
+            .is_ok()
+            {
                 self.control.push_back((id, buf));
             }
         }
@@ -339,15 +372,21 @@ impl Download {
     fn on_welcome(&mut self, now: Instant, index: usize, welcome: &wire::Welcome<'_>) {
         let path = &mut self.paths[index];
         let first_hello = match path.state {
-            PathState::Connecting { attempts, first_hello, .. } => (attempts == 1).then_some(first_hello),
+            PathState::Connecting {
+                attempts, first_hello, ..
+            } => (attempts == 1).then_some(first_hello),
             PathState::Established { .. } => {
                 // A fresh token after a re-handshake; keep the path's state.
-                path.state = PathState::Established { token: welcome.token.to_vec() };
+                path.state = PathState::Established {
+                    token: welcome.token.to_vec(),
+                };
                 return;
             }
             PathState::Failed => return,
         };
-        if welcome.content_length != self.config.content_length || u32::from(welcome.packet_size) != self.config.packet_size {
+        if welcome.content_length != self.config.content_length
+            || u32::from(welcome.packet_size) != self.config.packet_size
+        {
             self.fail(now, index, PathError::Mismatch);
             return;
         }
@@ -356,7 +395,9 @@ impl Download {
             path.rtt.update(now - sent);
             path.invalidate_view();
         }
-        path.state = PathState::Established { token: welcome.token.to_vec() };
+        path.state = PathState::Established {
+            token: welcome.token.to_vec(),
+        };
         let id = path.id;
         self.events.push_back(Event::PathEstablished(id));
         self.scheduler.on_event(now, &SchedEvent::PathAdded(id));
@@ -376,7 +417,11 @@ impl Download {
                 // The server forgot us (restart, expiry): its queue is gone, so are our requests.
                 self.abandon(now, index);
                 let path = &mut self.paths[index];
-                path.state = PathState::Connecting { attempts: 0, first_hello: now, next_hello: now };
+                path.state = PathState::Connecting {
+                    attempts: 0,
+                    first_hello: now,
+                    next_hello: now,
+                };
             }
             reason => self.fail(now, index, PathError::Rejected(reason)),
         }
@@ -394,7 +439,10 @@ impl Download {
         let rtt = self.paths[index].on_data(ps, now, seq, bytes);
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes;
-        let slot_index = seq.checked_sub(self.ring_base).map(|i| i as usize).filter(|&i| i < self.slots.len());
+        let slot_index = seq
+            .checked_sub(self.ring_base)
+            .map(|i| i as usize)
+            .filter(|&i| i < self.slots.len());
         if rtt.is_some() {
             if let Some(i) = slot_index {
                 let slot = &mut self.slots[i];
@@ -411,7 +459,11 @@ impl Download {
         } else {
             self.paths[index].delivered_packets += 1;
             let keep = self.config.keep_data;
-            let mut buffer = if keep { self.pool.pop().unwrap_or_default() } else { Vec::new() };
+            let mut buffer = if keep {
+                self.pool.pop().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
             if keep {
                 buffer.clear();
                 buffer.extend_from_slice(data.payload);
@@ -430,7 +482,12 @@ impl Download {
         }
         self.scheduler.on_event(
             now,
-            &SchedEvent::Arrived { path: path_id, seq, rtt: rtt.unwrap_or_default(), duplicate },
+            &SchedEvent::Arrived {
+                path: path_id,
+                seq,
+                rtt: rtt.unwrap_or_default(),
+                duplicate,
+            },
         );
         if rtt.is_some() {
             let ps = &mut self.stats.paths[path_id.0 as usize];
@@ -447,10 +504,14 @@ impl Download {
             let task = self.tasks[self.task];
             while self.cursor < task.end_seq {
                 let i = (self.cursor - self.ring_base) as usize;
-                let Some(slot) = self.slots.get(i).filter(|s| s.received) else { break };
+                let Some(slot) = self.slots.get(i).filter(|s| s.received) else {
+                    break;
+                };
                 let bytes = self.packet_len(self.cursor);
                 let wait = now - slot.arrival;
-                self.stats.waits_us.push(u32::try_from(wait.as_micros()).unwrap_or(u32::MAX));
+                self.stats
+                    .waits_us
+                    .push(u32::try_from(wait.as_micros()).unwrap_or(u32::MAX));
                 self.ofo_bytes -= bytes;
                 self.stats.packets_delivered += 1;
                 self.stats.bytes_delivered += bytes;
@@ -485,7 +546,14 @@ impl Download {
         if index > 0 || self.stats.started.is_some() {
             self.stats.tasks[index].started_ns = Some(now.as_nanos());
         }
-        self.scheduler.on_event(now, &SchedEvent::TaskStarted { index, start_seq: task.start_seq, end_seq: task.end_seq });
+        self.scheduler.on_event(
+            now,
+            &SchedEvent::TaskStarted {
+                index,
+                start_seq: task.start_seq,
+                end_seq: task.end_seq,
+            },
+        );
     }
 
     fn finish(&mut self, now: Instant) {
@@ -496,7 +564,15 @@ impl Download {
         for path in &mut self.paths {
             if let Some(token) = path.token() {
                 let mut buf = Vec::new();
-                if wire::encode_bye(&mut buf, &wire::Bye { conn_id: path.conn_id, token }).is_ok() {
+                if wire::encode_bye(
+                    &mut buf,
+                    &wire::Bye {
+                        conn_id: path.conn_id,
+                        token,
+                    },
+                )
+                .is_ok()
+                {
                     self.control.push_back((path.id, buf));
                 }
             }
@@ -526,7 +602,11 @@ impl Download {
         let path = self.paths[index].id;
         for seq in lost.drain(..) {
             self.stats.losses += 1;
-            if let Some(i) = seq.checked_sub(self.ring_base).map(|i| i as usize).filter(|&i| i < self.slots.len()) {
+            if let Some(i) = seq
+                .checked_sub(self.ring_base)
+                .map(|i| i as usize)
+                .filter(|&i| i < self.slots.len())
+            {
                 let slot = &mut self.slots[i];
                 slot.copies = slot.copies.saturating_sub(1);
                 if !slot.received && slot.copies == 0 {
@@ -574,7 +654,11 @@ impl Download {
                     }
                     // A paced path with window room and work to do wakes when pacing allows.
                     let paced = path.next_send > self.now;
-                    if paced && !self.done && path.in_flight_count() < path.cwnd_packets(self.packet_size) && self.has_work() {
+                    if paced
+                        && !self.done
+                        && path.in_flight_count() < path.cwnd_packets(self.packet_size)
+                        && self.has_work()
+                    {
                         consider(path.next_send);
                     }
                 }
@@ -593,7 +677,9 @@ impl Download {
         self.now = self.now.max(now);
         for index in 0..self.paths.len() {
             match self.paths[index].state {
-                PathState::Connecting { attempts, next_hello, .. } if next_hello <= now && attempts >= self.config.handshake_attempts => {
+                PathState::Connecting {
+                    attempts, next_hello, ..
+                } if next_hello <= now && attempts >= self.config.handshake_attempts => {
                     self.fail(now, index, PathError::Timeout);
                 }
                 PathState::Established { .. } => {
@@ -614,7 +700,9 @@ impl Download {
 
     /// End (exclusive) of the new sequence numbers the reorder buffer lets us request now.
     fn new_end(&self) -> u64 {
-        let Some(task) = self.tasks.get(self.task) else { return self.next_new };
+        let Some(task) = self.tasks.get(self.task) else {
+            return self.next_new;
+        };
         let window = (self.config.reorder_buffer / self.packet_size).max(1);
         task.end_seq.min(self.cursor + window)
     }
@@ -640,16 +728,34 @@ impl Download {
     fn poll_hello(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let content = self.config.content;
         for path in &mut self.paths {
-            if let PathState::Connecting { attempts, first_hello, next_hello } = path.state {
+            if let PathState::Connecting {
+                attempts,
+                first_hello,
+                next_hello,
+            } = path.state
+            {
                 if next_hello > now || attempts >= self.config.handshake_attempts || self.done {
                     continue;
                 }
-                wire::encode_hello(buf, &wire::Hello { conn_id: path.conn_id, content });
+                wire::encode_hello(
+                    buf,
+                    &wire::Hello {
+                        conn_id: path.conn_id,
+                        content,
+                    },
+                );
                 // Until a sample exists the RTO is the RFC 6298 §2.1 one second, doubled per try.
                 let wait = path.rtt.rto() * 2u32.saturating_pow(attempts);
                 let first_hello = if attempts == 0 { now } else { first_hello };
-                path.state = PathState::Connecting { attempts: attempts + 1, first_hello, next_hello: now + wait };
-                return Some(Transmit { path: path.id, len: buf.len() });
+                path.state = PathState::Connecting {
+                    attempts: attempts + 1,
+                    first_hello,
+                    next_hello: now + wait,
+                };
+                return Some(Transmit {
+                    path: path.id,
+                    len: buf.len(),
+                });
             }
         }
         None
@@ -664,7 +770,12 @@ impl Download {
         let mut views = std::mem::take(&mut self.view_paths);
         views.clear();
         let packet_size = self.packet_size;
-        views.extend(self.paths.iter_mut().filter(|p| p.is_established()).map(|p| p.view(now, packet_size)));
+        views.extend(
+            self.paths
+                .iter_mut()
+                .filter(|p| p.is_established())
+                .map(|p| p.view(now, packet_size)),
+        );
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;
@@ -673,11 +784,21 @@ impl Download {
             if self.holes.is_empty() && self.next_new >= new_end && !self.any_in_flight() {
                 break;
             }
-            let lookup = Lookup { paths: &self.paths, slots: &self.slots, ring_base: self.ring_base, from: self.cursor, to: self.next_new };
+            let lookup = Lookup {
+                paths: &self.paths,
+                slots: &self.slots,
+                ring_base: self.ring_base,
+                from: self.cursor,
+                to: self.next_new,
+            };
             let view = View {
                 now,
                 paths: &views,
-                pending: Pending { holes: &self.holes, next_new: self.next_new, new_end },
+                pending: Pending {
+                    holes: &self.holes,
+                    next_new: self.next_new,
+                    new_end,
+                },
                 cursor: self.cursor,
                 task_end: self.tasks.get(self.task).map_or(self.cursor, |t| t.end_seq),
                 in_flight: &lookup,
@@ -704,9 +825,12 @@ impl Download {
 
     /// Checks and carries out a pick; false if the pick is not allowed.
     fn apply(&mut self, now: Instant, pick: Pick, new_end: u64) -> bool {
-        let Some(index) = self.path_index(pick.path) else { return false };
+        let Some(index) = self.path_index(pick.path) else {
+            return false;
+        };
         let seq = pick.seq;
-        if !self.paths[index].can_send(now, self.packet_size) || seq < self.cursor || seq >= new_end.max(self.next_new) {
+        if !self.paths[index].can_send(now, self.packet_size) || seq < self.cursor || seq >= new_end.max(self.next_new)
+        {
             return false;
         }
         if self.paths[index].in_flight.contains_key(&seq) {
@@ -762,7 +886,9 @@ impl Download {
             let max_ranges = ((wire::MAX_DATAGRAM - fixed) / wire::RANGE_LEN).min(255);
             let mut taken = 0;
             for &seq in &path.outbox {
-                let extends = ranges.last().is_some_and(|r| r.start + u64::from(r.len) == seq && r.len < u32::MAX);
+                let extends = ranges
+                    .last()
+                    .is_some_and(|r| r.start + u64::from(r.len) == seq && r.len < u32::MAX);
                 if extends {
                     ranges.last_mut().expect("checked").len += 1;
                 } else if ranges.len() == max_ranges {
@@ -780,7 +906,10 @@ impl Download {
             path.outbox.drain(..taken);
             path.outbox_first_pn += taken as u64;
             self.emit_next = (index + 1) % n;
-            return Some(Transmit { path: id, len: buf.len() });
+            return Some(Transmit {
+                path: id,
+                len: buf.len(),
+            });
         }
         None
     }
@@ -820,7 +949,10 @@ impl Download {
         }
         // Keep the packet holding the next unread byte (a later task may start inside it).
         let keep_from = match self.tasks.get(self.read_task) {
-            Some(t) if self.read_pos >= t.end_byte => self.tasks.get(self.read_task + 1).map_or(self.read_pos, |n| n.start_byte),
+            Some(t) if self.read_pos >= t.end_byte => self
+                .tasks
+                .get(self.read_task + 1)
+                .map_or(self.read_pos, |n| n.start_byte),
             Some(_) => self.read_pos,
             None => self.read_pos,
         };
@@ -849,7 +981,9 @@ impl InFlightLookup for Lookup<'_> {
     fn scan(&self, f: &mut dyn FnMut(u64, usize) -> bool) {
         let start = self.from.max(self.ring_base);
         for seq in start..self.to {
-            let Some(slot) = self.slots.get((seq - self.ring_base) as usize) else { return };
+            let Some(slot) = self.slots.get((seq - self.ring_base) as usize) else {
+                return;
+            };
             if !slot.received && slot.copies > 0 && !f(seq, usize::from(slot.copies)) {
                 return;
             }

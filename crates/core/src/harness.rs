@@ -29,7 +29,10 @@ impl PatternContent {
     pub fn new(length: u64) -> Self {
         let mut id = [0u8; 32];
         id[..8].copy_from_slice(&length.to_be_bytes());
-        PatternContent { id: wire::ContentId(id), length }
+        PatternContent {
+            id: wire::ContentId(id),
+            length,
+        }
     }
 
     /// One 64 KiB block of pseudo-random bytes; the content repeats it, each repetition
@@ -114,7 +117,14 @@ pub struct PathSpec {
 
 impl PathSpec {
     pub fn new(rate_bps: u64, delay: Duration, loss: f64) -> Self {
-        PathSpec { rate_bps, delay, loss, uplink_loss: 0.0, queue_packets: 256, origin: false }
+        PathSpec {
+            rate_bps,
+            delay,
+            loss,
+            uplink_loss: 0.0,
+            queue_packets: 256,
+            origin: false,
+        }
     }
     /// Capacity as the metrics define it: rate × (1 − loss), in bit/s.
     pub fn capacity_bps(&self) -> f64 {
@@ -190,22 +200,40 @@ impl Harness {
         seed: u64,
     ) -> Harness {
         let content = PatternContent::new(config.content_length);
-        let config = DownloadConfig { content: content.id, ..config };
-        let tasks = if config.tasks.is_empty() { vec![0..config.content_length] } else { config.tasks.clone() };
+        let config = DownloadConfig {
+            content: content.id,
+            ..config
+        };
+        let tasks = if config.tasks.is_empty() {
+            std::iter::once(0..config.content_length).collect()
+        } else {
+            config.tasks.clone()
+        };
         let packet_size = config.packet_size;
         let mut client = Download::new(config, scheduler).expect("valid download config");
         let mut path_ids = Vec::new();
         let mut servers = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
-            let name = if spec.origin { format!("origin{i}") } else { format!("edge{i}") };
+            let name = if spec.origin {
+                format!("origin{i}")
+            } else {
+                format!("edge{i}")
+            };
             path_ids.push(client.add_path(
                 Instant::ZERO,
-                ServerInfo { name, origin: spec.origin },
+                ServerInfo {
+                    name,
+                    origin: spec.origin,
+                },
                 cc.build(Instant::ZERO, u64::from(packet_size)),
             ));
             let mut key = [0u8; 32];
             key[..8].copy_from_slice(&(seed ^ i as u64).to_le_bytes());
-            let server_config = ServerConfig { packet_size: packet_size as u16, token_key: key, ..ServerConfig::default() };
+            let server_config = ServerConfig {
+                packet_size: packet_size as u16,
+                token_key: key,
+                ..ServerConfig::default()
+            };
             servers.push(ServerSession::new(server_config, content));
         }
         Harness {
@@ -248,14 +276,22 @@ impl Harness {
         d.clear();
         d.extend_from_slice(&self.buf[..len]);
         self.order += 1;
-        self.heap.push(Reverse(InTransit { at, order: self.order, path, to_client, slot }));
+        self.heap.push(Reverse(InTransit {
+            at,
+            order: self.order,
+            path,
+            to_client,
+            slot,
+        }));
     }
 
     /// Moves every datagram the endpoints want to send onto the paths.
     fn flush(&mut self) {
         let now = self.now;
         while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
-            let Some(path) = self.path_ids.iter().position(|&p| p == t.path) else { continue };
+            let Some(path) = self.path_ids.iter().position(|&p| p == t.path) else {
+                continue;
+            };
             let spec = self.specs[path];
             if spec.uplink_loss > 0.0 && self.rng.random_bool(spec.uplink_loss) {
                 continue;
@@ -266,7 +302,9 @@ impl Harness {
             while let Some(t) = self.servers[i].poll_transmit(now, &mut self.buf) {
                 debug_assert_eq!(t.to, self.client_addr);
                 let spec = self.specs[i];
-                let Some(departure) = self.links[i].offer(now, t.len, spec.rate_bps, spec.queue_packets) else { continue };
+                let Some(departure) = self.links[i].offer(now, t.len, spec.rate_bps, spec.queue_packets) else {
+                    continue;
+                };
                 if spec.loss > 0.0 && self.rng.random_bool(spec.loss) {
                     continue;
                 }

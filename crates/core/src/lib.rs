@@ -5,16 +5,16 @@
 pub mod cc;
 pub mod download;
 pub mod estimate;
-pub mod path;
 pub mod harness;
+pub mod path;
 pub mod scheduler;
 pub mod server;
 pub mod stats;
 pub mod time;
 
 pub use download::{Download, DownloadConfig, Event, PathError, Transmit};
-pub use server::{ContentInfo, ContentSource, ServerConfig, ServerSession, ServerStats, ServerTransmit};
 pub use path::{PathId, PathStats, ServerInfo};
+pub use pcdn_wire as wire;
+pub use server::{ContentInfo, ContentSource, ServerConfig, ServerSession, ServerStats, ServerTransmit};
 pub use stats::Stats;
 pub use time::{Duration, Instant};
-pub use pcdn_wire as wire;

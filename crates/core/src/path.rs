@@ -31,8 +31,14 @@ pub struct ServerInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum PathState {
     /// HELLO sent `attempts` times; the next one is due at `next_hello`.
-    Connecting { attempts: u32, first_hello: Instant, next_hello: Instant },
-    Established { token: Vec<u8> },
+    Connecting {
+        attempts: u32,
+        first_hello: Instant,
+        next_hello: Instant,
+    },
+    Established {
+        token: Vec<u8>,
+    },
     Failed,
 }
 
@@ -126,12 +132,23 @@ pub(crate) struct Path {
 }
 
 impl Path {
-    pub fn new(id: PathId, info: ServerInfo, conn_id: u64, cc: Box<dyn Controller>, now: Instant, min_rto: Duration) -> Path {
+    pub fn new(
+        id: PathId,
+        info: ServerInfo,
+        conn_id: u64,
+        cc: Box<dyn Controller>,
+        now: Instant,
+        min_rto: Duration,
+    ) -> Path {
         Path {
             id,
             info,
             conn_id,
-            state: PathState::Connecting { attempts: 0, first_hello: now, next_hello: now },
+            state: PathState::Connecting {
+                attempts: 0,
+                first_hello: now,
+                next_hello: now,
+            },
             rtt: RttEstimator::new(Duration::from_millis(333), min_rto, Duration::from_secs(60)),
             loss: LossEventRate::new(),
             rate: DeliveryRate::new(),
@@ -297,7 +314,14 @@ impl Path {
 
     /// Settles request `pn` as lost; returns its sequence number. `congestion`: the loss is a
     /// congestion signal (not an abandoned path or a refusal).
-    fn settle_lost(&mut self, ps: &mut PathStats, now: Instant, pn: u64, by_timeout: bool, congestion: bool) -> Option<u64> {
+    fn settle_lost(
+        &mut self,
+        ps: &mut PathStats,
+        now: Instant,
+        pn: u64,
+        by_timeout: bool,
+        congestion: bool,
+    ) -> Option<u64> {
         let srtt = self.rtt.smoothed();
         let entry = self.entry_mut(pn)?;
         if entry.done {
@@ -345,7 +369,9 @@ impl Path {
     /// Retransmission timeout (RFC 6298 §5.4–5.6): every request older than one RTO is lost,
     /// and the RTO backs off. Returns whether the timer fired.
     pub fn on_rto(&mut self, ps: &mut PathStats, now: Instant, lost: &mut Vec<u64>) -> bool {
-        let Some(deadline) = self.rto_deadline() else { return false };
+        let Some(deadline) = self.rto_deadline() else {
+            return false;
+        };
         if deadline > now {
             return false;
         }

@@ -214,16 +214,34 @@ impl<S: ContentSource> ServerSession<S> {
     fn on_request(&mut self, now: Instant, from: SocketAddr, received: usize, request: &wire::Request<'_>) {
         let key = (from, request.conn_id);
         let Some(content) = self.validate(now, key, request.token) else {
-            self.reply_reject(from, received, request.conn_id, wire::Reason::BadToken, request.request_id);
+            self.reply_reject(
+                from,
+                received,
+                request.conn_id,
+                wire::Reason::BadToken,
+                request.request_id,
+            );
             return;
         };
         if !self.sessions.contains_key(&key) {
             let Some(info) = self.source.info(&content) else {
-                self.reply_reject(from, received, request.conn_id, wire::Reason::UnknownContent, request.request_id);
+                self.reply_reject(
+                    from,
+                    received,
+                    request.conn_id,
+                    wire::Reason::UnknownContent,
+                    request.request_id,
+                );
                 return;
             };
             if self.sessions.len() >= self.config.max_sessions {
-                self.reply_reject(from, received, request.conn_id, wire::Reason::Overloaded, request.request_id);
+                self.reply_reject(
+                    from,
+                    received,
+                    request.conn_id,
+                    wire::Reason::Overloaded,
+                    request.request_id,
+                );
                 return;
             }
             self.stats.sessions_opened += 1;
@@ -231,7 +249,15 @@ impl<S: ContentSource> ServerSession<S> {
             token.copy_from_slice(request.token);
             self.sessions.insert(
                 key,
-                Session { content, length: info.length, token, queue: VecDeque::new(), queued: 0, last_active: now, active: false },
+                Session {
+                    content,
+                    length: info.length,
+                    token,
+                    queue: VecDeque::new(),
+                    queued: 0,
+                    last_active: now,
+                    active: false,
+                },
             );
         }
         let packet_size = u64::from(self.config.packet_size);
@@ -249,7 +275,9 @@ impl<S: ContentSource> ServerSession<S> {
             return;
         }
         session.queued += count;
-        session.queue.extend(request.ranges.iter().map(|r| (request.request_id, r)));
+        session
+            .queue
+            .extend(request.ranges.iter().map(|r| (request.request_id, r)));
         if !session.active {
             session.active = true;
             self.ring.push_back(key);
@@ -261,7 +289,9 @@ impl<S: ContentSource> ServerSession<S> {
         if self.validate(now, key, cancel.token).is_none() {
             return;
         }
-        let Some(session) = self.sessions.get_mut(&key) else { return };
+        let Some(session) = self.sessions.get_mut(&key) else {
+            return;
+        };
         session.last_active = now;
         let mut kept = VecDeque::with_capacity(session.queue.len());
         for (id, r) in session.queue.drain(..) {
@@ -274,7 +304,15 @@ impl<S: ContentSource> ServerSession<S> {
                     .filter(|(s, e)| s < e)
                     .collect();
             }
-            kept.extend(pieces.into_iter().map(|(s, e)| (id, wire::SeqRange { start: s, len: (e - s) as u32 })));
+            kept.extend(pieces.into_iter().map(|(s, e)| {
+                (
+                    id,
+                    wire::SeqRange {
+                        start: s,
+                        len: (e - s) as u32,
+                    },
+                )
+            }));
         }
         session.queued = kept.iter().map(|(_, r)| u64::from(r.len)).sum();
         session.queue = kept;
@@ -346,7 +384,14 @@ impl<S: ContentSource> ServerSession<S> {
     /// Answers a validated session with a REJECT.
     fn reply(&mut self, to: SocketAddr, conn_id: u64, reason: wire::Reason, request_id: u64) {
         let mut buf = Vec::with_capacity(24);
-        wire::encode_reject(&mut buf, &wire::Reject { conn_id, reason, request_id });
+        wire::encode_reject(
+            &mut buf,
+            &wire::Reject {
+                conn_id,
+                reason,
+                request_id,
+            },
+        );
         self.stats.rejects += 1;
         self.control.push_back((to, buf));
     }
@@ -354,7 +399,14 @@ impl<S: ContentSource> ServerSession<S> {
     /// Answers an unvalidated address with a REJECT, if that does not amplify.
     fn reply_reject(&mut self, to: SocketAddr, received: usize, conn_id: u64, reason: wire::Reason, request_id: u64) {
         let mut buf = Vec::with_capacity(24);
-        wire::encode_reject(&mut buf, &wire::Reject { conn_id, reason, request_id });
+        wire::encode_reject(
+            &mut buf,
+            &wire::Reject {
+                conn_id,
+                reason,
+                request_id,
+            },
+        );
         if self.send_unvalidated(to, received, buf) {
             self.stats.rejects += 1;
         }
@@ -395,7 +447,9 @@ impl<S: ContentSource> ServerSession<S> {
             }
         }
         while let Some(key) = self.ring.pop_front() {
-            let Some(session) = self.sessions.get_mut(&key) else { continue };
+            let Some(session) = self.sessions.get_mut(&key) else {
+                continue;
+            };
             let Some((request_id, range)) = session.queue.front_mut() else {
                 session.active = false;
                 continue;
@@ -429,7 +483,10 @@ impl<S: ContentSource> ServerSession<S> {
             }
             self.stats.data_packets_out += 1;
             self.stats.bytes_out += buf.len() as u64;
-            return Some(ServerTransmit { to: key.0, len: buf.len() });
+            return Some(ServerTransmit {
+                to: key.0,
+                len: buf.len(),
+            });
         }
         None
     }

@@ -84,11 +84,19 @@ impl Stats {
 
     /// Goodput ÷ aggregate capacity (bit/s).
     pub fn aggregation(&self, capacity_bps: f64) -> f64 {
-        if capacity_bps > 0.0 { self.goodput_bps() / capacity_bps } else { 0.0 }
+        if capacity_bps > 0.0 {
+            self.goodput_bps() / capacity_bps
+        } else {
+            0.0
+        }
     }
 
     pub fn ofo_mean_bytes(&self) -> f64 {
-        if self.ofo_samples == 0 { 0.0 } else { self.ofo_sum as f64 / self.ofo_samples as f64 }
+        if self.ofo_samples == 0 {
+            0.0
+        } else {
+            self.ofo_sum as f64 / self.ofo_samples as f64
+        }
     }
 
     pub fn ofo_max_bytes(&self) -> u64 {
@@ -143,5 +151,9 @@ impl Stats {
 }
 
 fn ratio_over(count: u64, needed: u64) -> f64 {
-    if needed == 0 { 0.0 } else { count.saturating_sub(needed) as f64 / needed as f64 }
+    if needed == 0 {
+        0.0
+    } else {
+        count.saturating_sub(needed) as f64 / needed as f64
+    }
 }

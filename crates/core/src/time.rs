@@ -28,7 +28,10 @@ impl Instant {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
     pub fn checked_add(self, d: Duration) -> Option<Instant> {
-        u64::try_from(d.as_nanos()).ok().and_then(|n| self.0.checked_add(n)).map(Instant)
+        u64::try_from(d.as_nanos())
+            .ok()
+            .and_then(|n| self.0.checked_add(n))
+            .map(Instant)
     }
 }
 

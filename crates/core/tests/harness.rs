@@ -4,7 +4,7 @@
 use pcdn_core::cc;
 use pcdn_core::harness::{Harness, PathSpec};
 use pcdn_core::scheduler;
-use pcdn_core::{Duration, DownloadConfig, Event};
+use pcdn_core::{DownloadConfig, Duration, Event};
 
 const MB: u64 = 1_000_000;
 
@@ -54,23 +54,37 @@ fn one_path_downloads_10mb_byte_exact() {
     assert_eq!(h.verified, 10 * MB);
     let s = h.client.stats();
     assert_eq!(s.bytes_delivered, 10 * MB);
-    assert!(s.aggregation(h.capacity_bps()) > 0.9, "one path should come close to its capacity");
+    assert!(
+        s.aggregation(h.capacity_bps()) > 0.9,
+        "one path should come close to its capacity"
+    );
     assert_eq!(s.losses, 0);
-    assert_eq!(s.ofo_max_bytes(), 0, "a single FIFO path without loss delivers in order");
+    assert_eq!(
+        s.ofo_max_bytes(),
+        0,
+        "a single FIFO path without loss delivers in order"
+    );
     assert_eq!(s.waste(), 0.0);
 }
 
 #[test]
 fn two_heterogeneous_paths_with_minrtt() {
     // The acceptance case: 10 Mbit/s at 30 ms and 10 Mbit/s at 90 ms RTT, no loss.
-    let specs = [PathSpec::new(mbit(10), ms(15), 0.0), PathSpec::new(mbit(10), ms(45), 0.0)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(15), 0.0),
+        PathSpec::new(mbit(10), ms(45), 0.0),
+    ];
     let mut h = harness("minrtt", "cubic", 10 * MB, &specs, 2);
     assert!(h.run(Duration::from_secs(60)));
     report("2 paths minrtt", &h);
     assert_eq!(h.verified, 10 * MB);
     let s = h.client.stats();
     assert!(s.aggregation(h.capacity_bps()) > 0.6, "both paths carry data");
-    assert!(s.paths.iter().all(|p| p.bytes > MB), "every path carries a share: {:?}", s.paths);
+    assert!(
+        s.paths.iter().all(|p| p.bytes > MB),
+        "every path carries a share: {:?}",
+        s.paths
+    );
     assert!(s.ofo_mean_bytes() > 0.0, "heterogeneous RTTs reorder arrivals");
     assert!(s.wait_p99() > Duration::ZERO);
     assert!(s.wait_mean() <= s.wait_p99());
@@ -79,7 +93,10 @@ fn two_heterogeneous_paths_with_minrtt() {
 
 #[test]
 fn two_paths_with_ten_percent_loss_on_one_complete_byte_exact() {
-    let specs = [PathSpec::new(mbit(10), ms(15), 0.0), PathSpec::new(mbit(10), ms(45), 0.10)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(15), 0.0),
+        PathSpec::new(mbit(10), ms(45), 0.10),
+    ];
     let mut h = harness("minrtt", "cubic", 10 * MB, &specs, 3);
     assert!(h.run(Duration::from_secs(120)));
     report("2 paths, 10% loss", &h);
@@ -104,7 +121,10 @@ fn five_paths_download_10mb() {
 
 #[test]
 fn round_robin_spreads_requests_evenly() {
-    let specs = [PathSpec::new(mbit(10), ms(15), 0.0), PathSpec::new(mbit(10), ms(15), 0.0)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(15), 0.0),
+        PathSpec::new(mbit(10), ms(15), 0.0),
+    ];
     let mut h = harness("round-robin", "cubic", 5 * MB, &specs, 5);
     assert!(h.run(Duration::from_secs(60)));
     assert_eq!(h.verified, 5 * MB);
@@ -115,7 +135,10 @@ fn round_robin_spreads_requests_evenly() {
 
 #[test]
 fn tasks_complete_in_order_and_are_timed() {
-    let specs = [PathSpec::new(mbit(10), ms(15), 0.0), PathSpec::new(mbit(4), ms(40), 0.0)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(15), 0.0),
+        PathSpec::new(mbit(4), ms(40), 0.0),
+    ];
     let mut config = DownloadConfig::new(Default::default(), 5 * MB, 1400);
     // 1 MB tasks: boundaries fall inside packets, so neighbouring tasks share one.
     config.tasks = (0..5).map(|i| i * MB..(i + 1) * MB).collect();
@@ -136,7 +159,11 @@ fn tasks_complete_in_order_and_are_timed() {
     }
     assert_eq!(completed, vec![0, 1, 2, 3, 4]);
     let s = h.client.stats();
-    assert!(s.tasks.iter().all(|t| t.completion_time().is_some_and(|c| c > Duration::ZERO)));
+    assert!(
+        s.tasks
+            .iter()
+            .all(|t| t.completion_time().is_some_and(|c| c > Duration::ZERO))
+    );
     assert_eq!(s.packets_needed, (5 * MB).div_ceil(1400));
 }
 
@@ -153,7 +180,11 @@ fn a_partial_range_delivers_exactly_its_bytes() {
         7,
     );
     assert!(h.run(Duration::from_secs(10)));
-    assert_eq!(h.verified, 4000 + 100_001, "exactly the tasks' bytes, checked against the content");
+    assert_eq!(
+        h.verified,
+        4000 + 100_001,
+        "exactly the tasks' bytes, checked against the content"
+    );
     let s = h.client.stats();
     assert_eq!(s.tasks.len(), 2);
     // 1000..5000 spans packets 0..=3; 100_000..200_001 spans packets 71..=142.
@@ -163,7 +194,10 @@ fn a_partial_range_delivers_exactly_its_bytes() {
 
 #[test]
 fn a_failed_server_does_not_stop_the_download() {
-    let specs = [PathSpec::new(mbit(10), ms(15), 0.0), PathSpec::new(mbit(10), ms(20), 0.0)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(15), 0.0),
+        PathSpec::new(mbit(10), ms(20), 0.0),
+    ];
     let mut h = harness("minrtt", "cubic", 10 * MB, &specs, 8);
     h.run_until(pcdn_core::Instant::ZERO + Duration::from_secs(2));
     h.fail_server(1);
@@ -178,7 +212,10 @@ fn a_failed_server_does_not_stop_the_download() {
 
 #[test]
 fn the_reorder_buffer_bounds_out_of_order_bytes() {
-    let specs = [PathSpec::new(mbit(10), ms(10), 0.0), PathSpec::new(mbit(10), ms(100), 0.0)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(10), 0.0),
+        PathSpec::new(mbit(10), ms(100), 0.0),
+    ];
     let mut config = DownloadConfig::new(Default::default(), 5 * MB, 1400);
     config.reorder_buffer = 200_000;
     let mut h = Harness::new(
@@ -195,7 +232,10 @@ fn the_reorder_buffer_bounds_out_of_order_bytes() {
 
 #[test]
 fn the_same_seed_gives_the_same_run() {
-    let specs = [PathSpec::new(mbit(10), ms(15), 0.02), PathSpec::new(mbit(6), ms(35), 0.05)];
+    let specs = [
+        PathSpec::new(mbit(10), ms(15), 0.02),
+        PathSpec::new(mbit(6), ms(35), 0.05),
+    ];
     let run = |seed| {
         let mut h = harness("minrtt", "cubic", 2 * MB, &specs, seed);
         assert!(h.run(Duration::from_secs(60)));

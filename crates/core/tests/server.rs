@@ -42,7 +42,12 @@ fn request(conn_id: u64, token: &[u8], request_id: u64, ranges: &[SeqRange]) -> 
 }
 
 /// Handshakes as `from` and returns the token.
-fn token_for(s: &mut ServerSession<PatternContent>, content: &PatternContent, from: SocketAddr, now: Instant) -> Vec<u8> {
+fn token_for(
+    s: &mut ServerSession<PatternContent>,
+    content: &PatternContent,
+    from: SocketAddr,
+    now: Instant,
+) -> Vec<u8> {
     s.handle_datagram(now, from, &hello(7, content.id));
     let out = drain(s, now);
     assert_eq!(out.len(), 1);
@@ -97,15 +102,24 @@ fn the_last_packet_is_short() {
     let (mut s, content) = server(ServerConfig::default());
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
     let last = 1_000_000u64.div_ceil(1400) - 1;
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 1, &[SeqRange { start: last, len: 1 }]));
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 1, &[SeqRange { start: last, len: 1 }]),
+    );
     let out = drain(&mut s, Instant::ZERO);
-    let Message::Data(d) = wire::decode(&out[0].1).unwrap() else { panic!() };
+    let Message::Data(d) = wire::decode(&out[0].1).unwrap() else {
+        panic!()
+    };
     assert_eq!(d.payload.len() as u64, 1_000_000 - last * 1400);
 }
 
 #[test]
 fn a_token_is_bound_to_address_and_connection_and_expires() {
-    let config = ServerConfig { token_lifetime: Duration::from_secs(10), ..ServerConfig::default() };
+    let config = ServerConfig {
+        token_lifetime: Duration::from_secs(10),
+        ..ServerConfig::default()
+    };
     let (mut s, content) = server(config);
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
     let one = [SeqRange { start: 0, len: 1 }];
@@ -118,7 +132,11 @@ fn a_token_is_bound_to_address_and_connection_and_expires() {
     forged[45] ^= 1;
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &forged, 3, &one));
     // Expired.
-    s.handle_datagram(Instant::ZERO + Duration::from_secs(11), addr(CLIENT), &request(7, &token, 4, &one));
+    s.handle_datagram(
+        Instant::ZERO + Duration::from_secs(11),
+        addr(CLIENT),
+        &request(7, &token, 4, &one),
+    );
     let out = drain(&mut s, Instant::ZERO + Duration::from_secs(11));
     assert_eq!(out.len(), 4);
     for (i, (_, d)) in out.iter().enumerate() {
@@ -139,16 +157,30 @@ fn unknown_content_is_refused() {
 
 #[test]
 fn the_request_budget_refuses_the_excess() {
-    let config = ServerConfig { request_budget: 10, ..ServerConfig::default() };
+    let config = ServerConfig {
+        request_budget: 10,
+        ..ServerConfig::default()
+    };
     let (mut s, content) = server(config);
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 1, &[SeqRange { start: 0, len: 8 }]));
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 2, &[SeqRange { start: 8, len: 8 }]));
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 1, &[SeqRange { start: 0, len: 8 }]),
+    );
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 2, &[SeqRange { start: 8, len: 8 }]),
+    );
     let out = drain(&mut s, Instant::ZERO);
-    let rejects: Vec<_> = out.iter().filter_map(|(_, d)| match wire::decode(d).unwrap() {
-        Message::Reject(r) => Some(r),
-        _ => None,
-    }).collect();
+    let rejects: Vec<_> = out
+        .iter()
+        .filter_map(|(_, d)| match wire::decode(d).unwrap() {
+            Message::Reject(r) => Some(r),
+            _ => None,
+        })
+        .collect();
     assert_eq!(rejects.len(), 1);
     assert_eq!(rejects[0].reason, Reason::Overloaded);
     assert_eq!(rejects[0].request_id, 2);
@@ -159,7 +191,11 @@ fn the_request_budget_refuses_the_excess() {
 fn requests_past_the_end_are_refused() {
     let (mut s, content) = server(ServerConfig::default());
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 3, &[SeqRange { start: 700, len: 20 }]));
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 3, &[SeqRange { start: 700, len: 20 }]),
+    );
     let out = drain(&mut s, Instant::ZERO);
     assert_eq!(out.len(), 1);
     assert_eq!(reject_of(&out[0].1).reason, Reason::OutOfRange);
@@ -169,7 +205,11 @@ fn requests_past_the_end_are_refused() {
 fn cancel_drops_queued_numbers_and_bye_closes() {
     let (mut s, content) = server(ServerConfig::default());
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 1, &[SeqRange { start: 0, len: 10 }]));
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 1, &[SeqRange { start: 0, len: 10 }]),
+    );
     let mut b = Vec::new();
     wire::encode_cancel(&mut b, 7, &token, &[SeqRange { start: 2, len: 3 }]).unwrap();
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &b);
@@ -183,21 +223,38 @@ fn cancel_drops_queued_numbers_and_bye_closes() {
         .collect();
     assert_eq!(seqs, vec![0, 1, 5, 6, 7, 8, 9]);
     let mut b = Vec::new();
-    wire::encode_bye(&mut b, &wire::Bye { conn_id: 7, token: &token }).unwrap();
+    wire::encode_bye(
+        &mut b,
+        &wire::Bye {
+            conn_id: 7,
+            token: &token,
+        },
+    )
+    .unwrap();
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &b);
     assert_eq!(s.session_count(), 0);
 }
 
 #[test]
 fn idle_sessions_expire() {
-    let config = ServerConfig { idle_timeout: Duration::from_secs(5), ..ServerConfig::default() };
+    let config = ServerConfig {
+        idle_timeout: Duration::from_secs(5),
+        ..ServerConfig::default()
+    };
     let (mut s, content) = server(config);
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 1, &[SeqRange { start: 0, len: 1 }]));
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 1, &[SeqRange { start: 0, len: 1 }]),
+    );
     drain(&mut s, Instant::ZERO);
     let mut now = Instant::ZERO;
     while s.session_count() > 0 && now < Instant::ZERO + Duration::from_secs(20) {
-        now = s.poll_timeout().expect("a live session has a timer").max(now + Duration::from_millis(1));
+        now = s
+            .poll_timeout()
+            .expect("a live session has a timer")
+            .max(now + Duration::from_millis(1));
         s.handle_timeout(now);
     }
     assert_eq!(s.session_count(), 0);
@@ -207,10 +264,18 @@ fn idle_sessions_expire() {
 #[test]
 fn the_upload_cap_holds_the_rate() {
     // 1 Mbit/s = 125,000 bytes/s of datagrams.
-    let config = ServerConfig { upload_rate: Some(125_000), upload_burst: 3000, ..ServerConfig::default() };
+    let config = ServerConfig {
+        upload_rate: Some(125_000),
+        upload_burst: 3000,
+        ..ServerConfig::default()
+    };
     let (mut s, content) = server(config);
     let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, &token, 1, &[SeqRange { start: 0, len: 700 }]));
+    s.handle_datagram(
+        Instant::ZERO,
+        addr(CLIENT),
+        &request(7, &token, 1, &[SeqRange { start: 0, len: 700 }]),
+    );
     let mut now = Instant::ZERO;
     let end = Instant::ZERO + Duration::from_secs(2);
     let mut bytes = 0u64;
@@ -223,7 +288,10 @@ fn the_upload_cap_holds_the_rate() {
         s.handle_timeout(now);
     }
     let expected = 2.0 * 125_000.0 + 3000.0;
-    assert!((bytes as f64 - expected).abs() / expected < 0.02, "sent {bytes} bytes in 2 s, expected about {expected}");
+    assert!(
+        (bytes as f64 - expected).abs() / expected < 0.02,
+        "sent {bytes} bytes in 2 s, expected about {expected}"
+    );
 }
 
 #[test]
@@ -248,7 +316,16 @@ fn bad_datagrams_get_a_reason_when_that_does_not_amplify() {
     assert_eq!(reject_of(&out[0].1).reason, Reason::Malformed);
     // A server-to-client type sent to a server is dropped.
     let mut data = Vec::new();
-    wire::encode_data(&mut data, &wire::Data { conn_id: 1, request_id: 1, seq: 0, payload: &[0; 10] }).unwrap();
+    wire::encode_data(
+        &mut data,
+        &wire::Data {
+            conn_id: 1,
+            request_id: 1,
+            seq: 0,
+            payload: &[0; 10],
+        },
+    )
+    .unwrap();
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &data);
     assert!(drain(&mut s, Instant::ZERO).is_empty());
 }

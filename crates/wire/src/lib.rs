@@ -271,12 +271,7 @@ pub fn encode_request(
 }
 
 /// Appends a CANCEL datagram for `ranges` to `out`.
-pub fn encode_cancel(
-    out: &mut Vec<u8>,
-    conn_id: u64,
-    token: &[u8],
-    ranges: RangeList<'_>,
-) -> Result<(), EncodeError> {
+pub fn encode_cancel(out: &mut Vec<u8>, conn_id: u64, token: &[u8], ranges: RangeList<'_>) -> Result<(), EncodeError> {
     put_cancel(out, conn_id, token, ranges.iter().copied())
 }
 
@@ -343,13 +338,7 @@ fn check_token(token: &[u8]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn put_request<I>(
-    out: &mut Vec<u8>,
-    conn_id: u64,
-    token: &[u8],
-    request_id: u64,
-    ranges: I,
-) -> Result<(), EncodeError>
+fn put_request<I>(out: &mut Vec<u8>, conn_id: u64, token: &[u8], request_id: u64, ranges: I) -> Result<(), EncodeError>
 where
     I: Iterator<Item = SeqRange> + Clone,
 {
@@ -363,12 +352,7 @@ where
     Ok(())
 }
 
-fn put_cancel<I>(
-    out: &mut Vec<u8>,
-    conn_id: u64,
-    token: &[u8],
-    ranges: I,
-) -> Result<(), EncodeError>
+fn put_cancel<I>(out: &mut Vec<u8>, conn_id: u64, token: &[u8], ranges: I) -> Result<(), EncodeError>
 where
     I: Iterator<Item = SeqRange> + Clone,
 {
@@ -383,10 +367,7 @@ where
 
 /// Checks what decoding will check, plus the datagram size; returns the range count.
 /// `fixed` is the datagram length without the ranges.
-fn check_ranges(
-    ranges: impl Iterator<Item = SeqRange>,
-    fixed: usize,
-) -> Result<usize, EncodeError> {
+fn check_ranges(ranges: impl Iterator<Item = SeqRange>, fixed: usize) -> Result<usize, EncodeError> {
     let mut count = 0;
     let mut empty = false;
     let mut overflow = false;
@@ -443,14 +424,10 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
     }
     fn token(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = usize::from(self.u8()?);
@@ -500,13 +477,7 @@ pub fn peek_conn_id(datagram: &[u8]) -> Option<u64> {
 fn is_known_kind(t: u8) -> bool {
     matches!(
         t,
-        kind::HELLO
-            | kind::REQUEST
-            | kind::CANCEL
-            | kind::BYE
-            | kind::WELCOME
-            | kind::DATA
-            | kind::REJECT
+        kind::HELLO | kind::REQUEST | kind::CANCEL | kind::BYE | kind::WELCOME | kind::DATA | kind::REJECT
     )
 }
 
@@ -547,11 +518,7 @@ pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
             let conn_id = r.u64()?;
             let token = r.token()?;
             let ranges = r.ranges()?;
-            Message::Cancel(Cancel {
-                conn_id,
-                token,
-                ranges,
-            })
+            Message::Cancel(Cancel { conn_id, token, ranges })
         }
         kind::BYE => {
             let conn_id = r.u64()?;
@@ -587,8 +554,7 @@ pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
         }
         kind::REJECT => {
             let conn_id = r.u64()?;
-            let reason = Reason::from_code(r.u8()?)
-                .ok_or(DecodeError::Malformed("unknown reject reason"))?;
+            let reason = Reason::from_code(r.u8()?).ok_or(DecodeError::Malformed("unknown reject reason"))?;
             let request_id = r.u64()?;
             Message::Reject(Reject {
                 conn_id,

@@ -1,20 +1,18 @@
 //! Unit tests: the worked examples of `docs/protocol.md`, limits, and each error case.
 
 use pcdn_wire::{
-    Bye, CONTENT_ID_LEN, ContentId, DATA_HEADER_LEN, Data, DecodeError, EncodeError, HELLO_LEN,
-    Hello, MAX_DATAGRAM, MAX_PAYLOAD, MAX_RANGES, MAX_TOKEN_LEN, Message, REJECT_LEN, Reason,
-    Reject, SeqRange, VERSION, Welcome, decode, encode, encode_cancel, encode_data, encode_hello,
-    encode_reject, encode_request, encode_welcome, kind, peek_conn_id,
+    Bye, CONTENT_ID_LEN, ContentId, DATA_HEADER_LEN, Data, DecodeError, EncodeError, HELLO_LEN, Hello, MAX_DATAGRAM,
+    MAX_PAYLOAD, MAX_RANGES, MAX_TOKEN_LEN, Message, REJECT_LEN, Reason, Reject, SeqRange, VERSION, Welcome, decode,
+    encode, encode_cancel, encode_data, encode_hello, encode_reject, encode_request, encode_welcome, kind,
+    peek_conn_id,
 };
 
 /// The specification; its worked examples must match the encoder byte for byte.
 const PROTOCOL_MD: &str = include_str!("../../../docs/protocol.md");
 
 // The hex strings below appear verbatim in docs/protocol.md, "Worked example".
-const HELLO_HEX: &str =
-    "01010123456789abcdef000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
-const WELCOME_HEX: &str =
-    "01810123456789abcdef00000000000028040400180000000005265c00c0c1c2c3c4c5c6c7c8c9cacbcccdcecf";
+const HELLO_HEX: &str = "01010123456789abcdef000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+const WELCOME_HEX: &str = "01810123456789abcdef00000000000028040400180000000005265c00c0c1c2c3c4c5c6c7c8c9cacbcccdcecf";
 const REQUEST_HEX: &str = "01020123456789abcdef180000000005265c00c0c1c2c3c4c5c6c7c8c9cacbcccdcecf000000000000000702000000000000000000000004000000000000000a00000001";
 const DATA_HEX: &str = "01820123456789abcdef0000000000000007000000000000000a7063646e";
 const REJECT_HEX: &str = "01830123456789abcdef020000000000000007";
@@ -72,10 +70,7 @@ fn example_welcome() {
 #[test]
 fn example_request() {
     let token = example_token();
-    let ranges = [
-        SeqRange { start: 0, len: 4 },
-        SeqRange { start: 10, len: 1 },
-    ];
+    let ranges = [SeqRange { start: 0, len: 4 }, SeqRange { start: 10, len: 1 }];
     let mut out = Vec::new();
     encode_request(&mut out, CONN_ID, &token, 7, &ranges).unwrap();
     assert_eq!(hex(&out), REQUEST_HEX);
@@ -158,17 +153,11 @@ fn push_range(bytes: &mut Vec<u8>, start: u64, len: u32) {
 #[test]
 fn zero_ranges_are_malformed() {
     let bytes = request_head(&[], 0);
-    assert_eq!(
-        decode(&bytes),
-        Err(DecodeError::Malformed("no sequence ranges"))
-    );
+    assert_eq!(decode(&bytes), Err(DecodeError::Malformed("no sequence ranges")));
     let mut cancel = vec![VERSION, kind::CANCEL];
     cancel.extend_from_slice(&9u64.to_be_bytes());
     cancel.extend_from_slice(&[0, 0]); // empty token, zero ranges
-    assert_eq!(
-        decode(&cancel),
-        Err(DecodeError::Malformed("no sequence ranges"))
-    );
+    assert_eq!(decode(&cancel), Err(DecodeError::Malformed("no sequence ranges")));
 }
 
 #[test]
@@ -176,20 +165,14 @@ fn empty_range_is_malformed() {
     let mut bytes = request_head(&[1, 2], 2);
     push_range(&mut bytes, 5, 1);
     push_range(&mut bytes, 6, 0);
-    assert_eq!(
-        decode(&bytes),
-        Err(DecodeError::Malformed("empty sequence range"))
-    );
+    assert_eq!(decode(&bytes), Err(DecodeError::Malformed("empty sequence range")));
 }
 
 #[test]
 fn overflowing_range_is_malformed() {
     let mut bytes = request_head(&[], 1);
     push_range(&mut bytes, u64::MAX, 1);
-    assert_eq!(
-        decode(&bytes),
-        Err(DecodeError::Malformed("sequence range overflows"))
-    );
+    assert_eq!(decode(&bytes), Err(DecodeError::Malformed("sequence range overflows")));
     let mut bytes = request_head(&[], 1);
     push_range(&mut bytes, u64::MAX - 1, 1);
     let Ok(Message::Request(r)) = decode(&bytes) else {
@@ -244,22 +227,14 @@ fn token_of_64_is_the_limit() {
     );
     out[10] = 65;
     out.push(0);
-    assert_eq!(
-        decode(&out),
-        Err(DecodeError::Malformed("token longer than 64 bytes"))
-    );
+    assert_eq!(decode(&out), Err(DecodeError::Malformed("token longer than 64 bytes")));
 }
 
 #[test]
 fn largest_request_fits_exactly() {
     let token = [3u8; MAX_TOKEN_LEN];
     // 2 + 8 + 1 + 64 + 8 + 1 = 84 bytes, then 118 ranges of 12 = 1500.
-    let ranges: Vec<SeqRange> = (0..118)
-        .map(|i| SeqRange {
-            start: i * 10,
-            len: 3,
-        })
-        .collect();
+    let ranges: Vec<SeqRange> = (0..118).map(|i| SeqRange { start: i * 10, len: 3 }).collect();
     let mut out = Vec::new();
     encode_request(&mut out, 1, &token, 2, &ranges).unwrap();
     assert_eq!(out.len(), MAX_DATAGRAM);
@@ -269,10 +244,7 @@ fn largest_request_fits_exactly() {
     assert_eq!(r.ranges.len(), 118);
 
     let mut more = ranges.clone();
-    more.push(SeqRange {
-        start: 5000,
-        len: 1,
-    });
+    more.push(SeqRange { start: 5000, len: 1 });
     let mut out = Vec::new();
     assert_eq!(
         encode_request(&mut out, 1, &token, 2, &more),
@@ -288,10 +260,7 @@ fn range_count_limits_on_encode() {
         encode_request(&mut out, 1, &[], 2, &[]),
         Err(EncodeError::RangeCount(0))
     );
-    assert_eq!(
-        encode_cancel(&mut out, 1, &[], &[]),
-        Err(EncodeError::RangeCount(0))
-    );
+    assert_eq!(encode_cancel(&mut out, 1, &[], &[]), Err(EncodeError::RangeCount(0)));
     let too_many = vec![SeqRange { start: 0, len: 1 }; MAX_RANGES + 1];
     assert_eq!(
         encode_request(&mut out, 1, &[], 2, &too_many),
@@ -359,10 +328,7 @@ fn data_payload_limits() {
     assert!(out.is_empty());
 
     // An empty payload is well-formed; whether it is the right length is the receiver's call.
-    let empty = Data {
-        payload: &[],
-        ..data
-    };
+    let empty = Data { payload: &[], ..data };
     encode_data(&mut out, &empty).unwrap();
     assert_eq!(decode(&out), Ok(Message::Data(empty)));
 }
@@ -385,10 +351,7 @@ fn packet_size_limits() {
 #[test]
 fn oversized_wins_over_other_errors() {
     let bytes = vec![0xff; MAX_DATAGRAM + 1];
-    assert_eq!(
-        decode(&bytes),
-        Err(DecodeError::Oversized(MAX_DATAGRAM + 1))
-    );
+    assert_eq!(decode(&bytes), Err(DecodeError::Oversized(MAX_DATAGRAM + 1)));
     let mut data = vec![VERSION, kind::DATA];
     data.resize(MAX_DATAGRAM, 0);
     assert!(matches!(decode(&data), Ok(Message::Data(_))));
@@ -411,10 +374,7 @@ fn reason_codes_round_trip() {
 
 #[test]
 fn decode_errors_map_to_reject_reasons() {
-    assert_eq!(
-        DecodeError::UnsupportedVersion(2).reason(),
-        Reason::UnsupportedVersion
-    );
+    assert_eq!(DecodeError::UnsupportedVersion(2).reason(), Reason::UnsupportedVersion);
     for e in [
         DecodeError::Truncated,
         DecodeError::Oversized(1501),
@@ -463,10 +423,7 @@ fn errors_display() {
         DecodeError::Oversized(1600).to_string(),
         "datagram of 1600 bytes exceeds the 1500-byte limit"
     );
-    assert_eq!(
-        DecodeError::UnknownType(0x7f).to_string(),
-        "unknown datagram type 0x7f"
-    );
+    assert_eq!(DecodeError::UnknownType(0x7f).to_string(), "unknown datagram type 0x7f");
     assert_eq!(
         EncodeError::PacketSize(0).to_string(),
         "packet size 0 is outside 1..=1474"

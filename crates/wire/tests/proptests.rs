@@ -1,11 +1,10 @@
 //! Property tests: every message type round-trips, and decode rejects every broken datagram.
 
 use pcdn_wire::{
-    Bye, CONTENT_ID_LEN, ContentId, DATA_HEADER_LEN, Data, DecodeError, EncodeError, HELLO_LEN,
-    Hello, MAX_DATAGRAM, MAX_PAYLOAD, MAX_RANGES, MAX_TOKEN_LEN, Message, RANGE_LEN, REJECT_LEN,
-    Reason, Reject, SeqRange, VERSION, Welcome, decode, encode, encode_bye, encode_cancel,
-    encode_data, encode_data_header, encode_hello, encode_reject, encode_request, encode_welcome,
-    kind, peek_conn_id,
+    Bye, CONTENT_ID_LEN, ContentId, DATA_HEADER_LEN, Data, DecodeError, EncodeError, HELLO_LEN, Hello, MAX_DATAGRAM,
+    MAX_PAYLOAD, MAX_RANGES, MAX_TOKEN_LEN, Message, RANGE_LEN, REJECT_LEN, Reason, Reject, SeqRange, VERSION, Welcome,
+    decode, encode, encode_bye, encode_cancel, encode_data, encode_data_header, encode_hello, encode_reject,
+    encode_request, encode_welcome, kind, peek_conn_id,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -105,26 +104,22 @@ fn valid_datagram() -> impl Strategy<Value = Vec<u8>> {
             encode_hello(&mut out, &Hello { conn_id, content });
             out
         }),
-        (any_u64(), any_u64(), packet_size(), token()).prop_map(
-            |(conn_id, content_length, packet_size, token)| {
-                let mut out = Vec::new();
-                let w = Welcome {
-                    conn_id,
-                    content_length,
-                    packet_size,
-                    token: &token,
-                };
-                encode_welcome(&mut out, &w).unwrap();
-                out
-            }
-        ),
-        (any_u64(), any_u64(), token_and_ranges(20)).prop_map(
-            |(conn_id, request_id, (token, ranges))| {
-                let mut out = Vec::new();
-                encode_request(&mut out, conn_id, &token, request_id, &ranges).unwrap();
-                out
-            }
-        ),
+        (any_u64(), any_u64(), packet_size(), token()).prop_map(|(conn_id, content_length, packet_size, token)| {
+            let mut out = Vec::new();
+            let w = Welcome {
+                conn_id,
+                content_length,
+                packet_size,
+                token: &token,
+            };
+            encode_welcome(&mut out, &w).unwrap();
+            out
+        }),
+        (any_u64(), any_u64(), token_and_ranges(20)).prop_map(|(conn_id, request_id, (token, ranges))| {
+            let mut out = Vec::new();
+            encode_request(&mut out, conn_id, &token, request_id, &ranges).unwrap();
+            out
+        }),
         (any_u64(), token_and_ranges(12)).prop_map(|(conn_id, (token, ranges))| {
             let mut out = Vec::new();
             encode_cancel(&mut out, conn_id, &token, &ranges).unwrap();
@@ -132,29 +127,20 @@ fn valid_datagram() -> impl Strategy<Value = Vec<u8>> {
         }),
         (any_u64(), token()).prop_map(|(conn_id, token)| {
             let mut out = Vec::new();
-            encode_bye(
-                &mut out,
-                &Bye {
-                    conn_id,
-                    token: &token,
-                },
-            )
-            .unwrap();
+            encode_bye(&mut out, &Bye { conn_id, token: &token }).unwrap();
             out
         }),
-        (any_u64(), any_u64(), any_u64(), payload()).prop_map(
-            |(conn_id, request_id, seq, payload)| {
-                let mut out = Vec::new();
-                let d = Data {
-                    conn_id,
-                    request_id,
-                    seq,
-                    payload: &payload,
-                };
-                encode_data(&mut out, &d).unwrap();
-                out
-            }
-        ),
+        (any_u64(), any_u64(), any_u64(), payload()).prop_map(|(conn_id, request_id, seq, payload)| {
+            let mut out = Vec::new();
+            let d = Data {
+                conn_id,
+                request_id,
+                seq,
+                payload: &payload,
+            };
+            encode_data(&mut out, &d).unwrap();
+            out
+        }),
         (any_u64(), reason(), any_u64()).prop_map(|(conn_id, reason, request_id)| {
             let mut out = Vec::new();
             encode_reject(

@@ -86,11 +86,7 @@ struct MaxFilter {
 
 impl MaxFilter {
     fn update(&mut self, round: u64, value: f64) {
-        while self
-            .rounds
-            .front()
-            .is_some_and(|&(r, _)| r + self.window <= round)
-        {
+        while self.rounds.front().is_some_and(|&(r, _)| r + self.window <= round) {
             self.rounds.pop_front();
         }
         match self.rounds.back_mut() {
@@ -280,9 +276,7 @@ impl Bbr {
             return;
         }
         let prior_in_flight = a.in_flight_bytes + a.bytes;
-        let full_length = self
-            .rt_prop
-            .is_some_and(|rt_prop| a.now - self.cycle_stamp > rt_prop);
+        let full_length = self.rt_prop.is_some_and(|rt_prop| a.now - self.cycle_stamp > rt_prop);
         let gain = PACING_GAIN_CYCLE[self.cycle_index];
         let next = if gain > 1.0 {
             full_length && (self.lost_since_arrival || prior_in_flight >= self.bdp(gain))
@@ -326,8 +320,7 @@ impl Bbr {
     /// 10 s, hold the window at 4 packets for 200 ms and one round trip, so the queue
     /// empties and the true propagation time shows.
     fn update_min_rtt(&mut self, a: &DataArrival) {
-        let expired =
-            self.rt_prop.is_some() && a.now > self.rt_prop_stamp + self.config.min_rtt_window;
+        let expired = self.rt_prop.is_some() && a.now > self.rt_prop_stamp + self.config.min_rtt_window;
         // Only a strictly lower RTT restarts the 10 s (as Linux does; the draft's `<=`
         // would let a path with a steady RTT skip ProbeRTT forever, and with it the check
         // that the propagation time has not grown).
@@ -462,10 +455,7 @@ impl Controller for Bbr {
             self.next_round_delivered = self.delivered;
             self.cwnd = loss.in_flight_bytes.max(self.min_window);
         } else {
-            self.cwnd = self
-                .cwnd
-                .saturating_sub(loss.lost_bytes)
-                .max(self.min_window);
+            self.cwnd = self.cwnd.saturating_sub(loss.lost_bytes).max(self.min_window);
         }
         if loss.by_timeout && self.collapsed_at.is_none_or(|at| loss.sent > at) {
             // A timeout means the flight is gone: restart from the floor, grow by what
@@ -566,12 +556,7 @@ mod tests {
         }
 
         fn rate_at(&self, t: Instant) -> f64 {
-            self.rates
-                .iter()
-                .rev()
-                .find(|(from, _)| *from <= t)
-                .unwrap()
-                .1
+            self.rates.iter().rev().find(|(from, _)| *from <= t).unwrap().1
         }
 
         fn in_flight(&self) -> u64 {
@@ -656,9 +641,7 @@ mod tests {
         }
 
         fn between(&self, from: Duration, to: Duration) -> impl Iterator<Item = &Sample> {
-            self.samples
-                .iter()
-                .filter(move |s| s.now >= at(from) && s.now < at(to))
+            self.samples.iter().filter(move |s| s.now >= at(from) && s.now < at(to))
         }
     }
 
@@ -731,21 +714,9 @@ mod tests {
 
         // Startup exits: it finds the pipe full within a few round trips (~8 at 40 ms),
         // drains, and moves on to ProbeBW.
-        let left_startup = m
-            .samples
-            .iter()
-            .find(|s| s.state != BbrState::Startup)
-            .unwrap();
-        assert!(
-            left_startup.now < at(ms(1_000)),
-            "Startup until {:?}",
-            left_startup.now
-        );
-        let probe_bw = m
-            .samples
-            .iter()
-            .find(|s| s.state == BbrState::ProbeBw)
-            .unwrap();
+        let left_startup = m.samples.iter().find(|s| s.state != BbrState::Startup).unwrap();
+        assert!(left_startup.now < at(ms(1_000)), "Startup until {:?}", left_startup.now);
+        let probe_bw = m.samples.iter().find(|s| s.state == BbrState::ProbeBw).unwrap();
         assert!(probe_bw.now < at(ms(1_500)));
         assert!(m.samples.iter().any(|s| s.state == BbrState::Drain));
         // Startup's queue is bounded by its window: RTprop = 41 ms (propagation and one
@@ -765,10 +736,7 @@ mod tests {
             );
         }
         // The pacing rate cycles around R: 1.25·R, 0.75·R and R all show up in ProbeBW.
-        let probing: Vec<&&Sample> = steady
-            .iter()
-            .filter(|s| s.state == BbrState::ProbeBw)
-            .collect();
+        let probing: Vec<&&Sample> = steady.iter().filter(|s| s.state == BbrState::ProbeBw).collect();
         let near = |gain: f64| {
             probing
                 .iter()
@@ -797,22 +765,15 @@ mod tests {
         // on average it is a few packets.
         let max_queue = steady.iter().map(|s| s.queued).max().unwrap();
         assert!(max_queue < ms(40), "max queue {max_queue:?}");
-        let mean_queue =
-            steady.iter().map(|s| s.queued.as_secs_f64()).sum::<f64>() / steady.len() as f64;
+        let mean_queue = steady.iter().map(|s| s.queued.as_secs_f64()).sum::<f64>() / steady.len() as f64;
         assert!(mean_queue < 0.010, "mean queue {mean_queue}");
         for s in steady.iter().filter(|s| s.state == BbrState::ProbeBw) {
-            assert!(
-                s.cwnd as f64 <= 2.0 * bdp * 1.1,
-                "cwnd {} at {:?}",
-                s.cwnd,
-                s.now
-            );
+            assert!(s.cwnd as f64 <= 2.0 * bdp * 1.1, "cwnd {} at {:?}", s.cwnd, s.now);
         }
 
         // The path stays full: ≥ 90% of R delivered from 2 s to 25 s, ProbeRTTs included.
         let (first, last) = (steady[0], steady[steady.len() - 1]);
-        let goodput =
-            (last.delivered - first.delivered) as f64 / (last.now - first.now).as_secs_f64();
+        let goodput = (last.delivered - first.delivered) as f64 / (last.now - first.now).as_secs_f64();
         assert!(goodput > 0.9 * RATE, "goodput {goodput}");
     }
 
@@ -840,10 +801,7 @@ mod tests {
         // expires about 10 s later, and again 10 s after that ProbeRTT refreshed it.
         assert_eq!(episodes.len(), 2, "{episodes:?}");
         let (start, end) = episodes[0];
-        assert!(
-            start > at(ms(10_000)) && start < at(ms(10_600)),
-            "{start:?}"
-        );
+        assert!(start > at(ms(10_000)) && start < at(ms(10_600)), "{start:?}");
         // At least 200 ms and one round trip at 4 packets, plus draining down to them.
         let held = end - start;
         assert!(held >= ms(200) && held < ms(400), "{held:?}");
@@ -873,11 +831,7 @@ mod tests {
         }
         // cwnd = 2·BDP at the new rate again: at most one BDP queued, i.e. one RTprop
         // (41 ms) plus a packet's transmission (2 ms).
-        let max_queue = m
-            .between(ms(7_000), ms(12_000))
-            .map(|s| s.queued)
-            .max()
-            .unwrap();
+        let max_queue = m.between(ms(7_000), ms(12_000)).map(|s| s.queued).max().unwrap();
         assert!(max_queue <= ms(43), "{max_queue:?}");
     }
 
@@ -915,12 +869,8 @@ mod tests {
         });
         assert_eq!(m.bbr.window(), 30 * MSS);
         // Packet conservation: one packet out per packet in.
-        m.bbr.on_data(&arrival(
-            now + ms(1),
-            now - ms(40),
-            30 * MSS,
-            delivered + MSS,
-        ));
+        m.bbr
+            .on_data(&arrival(now + ms(1), now - ms(40), 30 * MSS, delivered + MSS));
         assert_eq!(m.bbr.window(), 31 * MSS);
         // A second loss of the same episode takes its packet off.
         m.bbr.on_loss(&Loss {
@@ -932,12 +882,8 @@ mod tests {
         });
         assert_eq!(m.bbr.window(), 30 * MSS);
         // Data for a request sent after the episode began: back to the saved window.
-        m.bbr.on_data(&arrival(
-            now + ms(50),
-            now + ms(5),
-            30 * MSS,
-            delivered + 2 * MSS,
-        ));
+        m.bbr
+            .on_data(&arrival(now + ms(50), now + ms(5), 30 * MSS, delivered + 2 * MSS));
         assert!(m.bbr.window() >= before, "{} < {before}", m.bbr.window());
         assert_eq!(m.bbr.state(), BbrState::ProbeBw);
     }
@@ -963,12 +909,8 @@ mod tests {
             .on_data(&arrival(now + ms(1), now - ms(100), 0, m.delivered + MSS));
         assert_eq!(m.bbr.window(), 5 * MSS);
         // A request sent after the timeout answered: the saved window is back.
-        m.bbr.on_data(&arrival(
-            now + ms(45),
-            now + ms(2),
-            0,
-            m.delivered + 2 * MSS,
-        ));
+        m.bbr
+            .on_data(&arrival(now + ms(45), now + ms(2), 0, m.delivered + 2 * MSS));
         assert!(m.bbr.window() >= before);
     }
 }

@@ -203,14 +203,8 @@ impl Controller for Cubic {
     fn on_request_sent(&mut self, _now: Instant, _bytes: u64, _in_flight_bytes: u64) {}
     fn on_data(&mut self, arrival: &DataArrival) {
         let since_last = self.last_arrival.map(|last| arrival.now - last);
-        self.last_arrival = Some(
-            self.last_arrival
-                .map_or(arrival.now, |last| last.max(arrival.now)),
-        );
-        if self
-            .recovery_start
-            .is_some_and(|start| arrival.sent <= start)
-        {
+        self.last_arrival = Some(self.last_arrival.map_or(arrival.now, |last| last.max(arrival.now)));
+        if self.recovery_start.is_some_and(|start| arrival.sent <= start) {
             return;
         }
         if arrival.app_limited {

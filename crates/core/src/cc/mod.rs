@@ -80,7 +80,10 @@ pub trait ControllerFactory: Send + Sync + std::fmt::Debug {
 pub const CONTROLLERS: &[(&str, &str)] = &[
     ("newreno", "NewReno (RFC 6582/5681): slow start, AIMD halving on loss"),
     ("cubic", "CUBIC (RFC 9438): cubic window growth, beta 0.7"),
-    ("bbr", "BBR v1 (Cardwell et al. 2016): model-based, paced requests, cwnd = 2 BDP"),
+    (
+        "bbr",
+        "BBR v1 (Cardwell et al. 2016): model-based, paced requests, cwnd = 2 BDP",
+    ),
 ];
 
 /// The factory of the congestion control called `name`.

@@ -93,10 +93,7 @@ impl Controller for NewReno {
     }
     fn on_request_sent(&mut self, _now: Instant, _bytes: u64, _in_flight_bytes: u64) {}
     fn on_data(&mut self, arrival: &DataArrival) {
-        if self
-            .recovery_start
-            .is_some_and(|start| arrival.sent <= start)
-        {
+        if self.recovery_start.is_some_and(|start| arrival.sent <= start) {
             return;
         }
         // RFC 7661 / RFC 9002 §7.8: a window the sender did not fill has not been shown to

@@ -56,9 +56,7 @@ impl DeliveryRate {
             return self.sample;
         }
         match self.start {
-            Some(start) if self.packets >= 2 && self.end > start => {
-                Some(rate(self.bytes, start, self.end))
-            }
+            Some(start) if self.packets >= 2 && self.end > start => Some(rate(self.bytes, start, self.end)),
             _ => None,
         }
     }

@@ -50,11 +50,7 @@ mod tests {
         let series: f64 = (1..200)
             .map(|n| loss.powi(n - 1) * (1.0 - loss) * ((n - 1) as f64 * rto + rtt))
             .sum();
-        let e = expected_transmission_time(
-            Duration::from_secs_f64(rtt),
-            Duration::from_secs_f64(rto),
-            loss,
-        );
+        let e = expected_transmission_time(Duration::from_secs_f64(rtt), Duration::from_secs_f64(rto), loss);
         assert!((e.as_secs_f64() - series).abs() < 1e-9, "{e:?} vs {series}");
     }
 
@@ -62,14 +58,8 @@ mod tests {
     fn expected_transmission_time_edges() {
         // Losses out of [0, 1] are clamped; a path losing everything never completes.
         assert_eq!(expected_transmission_time(ms(100), ms(300), -0.5), ms(100));
-        assert_eq!(
-            expected_transmission_time(ms(100), ms(300), 1.0),
-            Duration::MAX
-        );
-        assert_eq!(
-            expected_transmission_time(ms(100), ms(300), 7.0),
-            Duration::MAX
-        );
+        assert_eq!(expected_transmission_time(ms(100), ms(300), 1.0), Duration::MAX);
+        assert_eq!(expected_transmission_time(ms(100), ms(300), 7.0), Duration::MAX);
         // Nearly 1: huge but finite, and saturating rather than overflowing.
         let e = expected_transmission_time(ms(100), Duration::MAX, 0.999);
         assert_eq!(e, Duration::MAX);

@@ -160,11 +160,26 @@ pub struct Pick {
 pub enum SchedEvent {
     PathAdded(PathId),
     PathRemoved(PathId),
-    Sent { path: PathId, seq: u64 },
-    Arrived { path: PathId, seq: u64, rtt: Duration, duplicate: bool },
-    Lost { path: PathId, seq: u64 },
+    Sent {
+        path: PathId,
+        seq: u64,
+    },
+    Arrived {
+        path: PathId,
+        seq: u64,
+        rtt: Duration,
+        duplicate: bool,
+    },
+    Lost {
+        path: PathId,
+        seq: u64,
+    },
     /// Task `index` (0-based) started.
-    TaskStarted { index: usize, start_seq: u64, end_seq: u64 },
+    TaskStarted {
+        index: usize,
+        start_seq: u64,
+        end_seq: u64,
+    },
 }
 
 /// A request scheduler.
@@ -183,7 +198,10 @@ pub trait Scheduler: Send + std::fmt::Debug {
 /// Registered schedulers, one line each with a summary.
 pub const SCHEDULERS: &[(&str, &str)] = &[
     ("default", "pcdn's default scheduler (currently minrtt)"),
-    ("minrtt", "lowest smoothed RTT among paths with window room (Linux MPTCP default)"),
+    (
+        "minrtt",
+        "lowest smoothed RTT among paths with window room (Linux MPTCP default)",
+    ),
     ("lrf", "Kondo et al.'s lowest-RTT-first, the same rule as minrtt"),
     ("round-robin", "cycle through the paths that have window room"),
 ];
@@ -192,7 +210,7 @@ pub const SCHEDULERS: &[(&str, &str)] = &[
 pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
     let _ = seed;
     Some(match name {
-        "default" | "minrtt" | "lrf" => Box::new(MinRtt::default()),
+        "default" | "minrtt" | "lrf" => Box::new(MinRtt),
         "round-robin" | "rr" => Box::new(RoundRobin::default()),
         _ => return None,
     })

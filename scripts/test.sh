@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The test command (README.md): formatting, lints, every test, and a short fuzz run of the
+# wire decoder. Installs what it needs on a fresh Debian machine with rustup.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+
+step() { printf '\n== %s\n' "$*"; }
+
+if ! command -v cargo >/dev/null 2>&1; then
+	echo "test.sh: cargo is required (install Rust with rustup)" >&2
+	exit 1
+fi
+for component in rustfmt clippy; do
+	if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+		rustup component add "$component"
+	fi
+done
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+mkdir -p target
+step "fuzz smoke run (the 10-million run is recorded in docs/testing.md)"
+scripts/fuzz.sh "${PCDN_FUZZ_RUNS:-200000}" >target/fuzz-smoke.log 2>&1 || {
+	tail -n 40 target/fuzz-smoke.log
+	exit 1
+}
+tail -n 1 target/fuzz-smoke.log
+
+step "cargo test"
+cargo test --workspace --locked
