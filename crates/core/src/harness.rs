@@ -426,3 +426,86 @@ impl Harness {
         self.failed[i] = true;
     }
 }
+
+/// A client wired straight to its servers: every datagram is handed over at once, with no
+/// link in between and the clock moving one microsecond per exchange. What it measures is
+/// the CPU cost of the protocol core itself.
+pub struct DirectPair {
+    pub client: Download,
+    pub servers: Vec<ServerSession<PatternContent>>,
+    path_ids: Vec<PathId>,
+    now: Instant,
+    buf: Vec<u8>,
+    read_buf: Vec<u8>,
+    client_addr: SocketAddr,
+}
+
+impl DirectPair {
+    /// `paths` servers of a content of `length` bytes, fetched with `scheduler` and `cc`.
+    pub fn new(
+        config: DownloadConfig,
+        scheduler: Box<dyn crate::scheduler::Scheduler>,
+        cc: &dyn ControllerFactory,
+        paths: usize,
+    ) -> DirectPair {
+        let content = PatternContent::new(config.content_length);
+        let config = DownloadConfig { content: content.id, ..config };
+        let packet_size = config.packet_size;
+        let mut client = Download::new(config, scheduler).expect("valid download config");
+        let mut path_ids = Vec::new();
+        let mut servers = Vec::new();
+        for i in 0..paths {
+            let info = ServerInfo { name: format!("server{i}"), origin: false };
+            path_ids.push(client.add_path(Instant::ZERO, info, cc.build(Instant::ZERO, u64::from(packet_size))));
+            let config = ServerConfig {
+                packet_size: packet_size as u16,
+                request_budget: u64::MAX,
+                ..ServerConfig::default()
+            };
+            servers.push(ServerSession::new(config, content));
+        }
+        DirectPair {
+            client,
+            servers,
+            path_ids,
+            now: Instant::ZERO,
+            buf: Vec::with_capacity(wire::MAX_DATAGRAM),
+            read_buf: vec![0; 256 * 1024],
+            client_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9000)),
+        }
+    }
+
+    /// Runs to completion; returns the bytes read from the client (0 unless it keeps data).
+    pub fn run(&mut self) -> u64 {
+        let mut read = 0u64;
+        while !self.client.is_done() {
+            self.now += Duration::from_micros(1);
+            let now = self.now;
+            while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
+                let i = self.path_ids.iter().position(|&p| p == t.path).expect("known path");
+                self.servers[i].handle_datagram(now, self.client_addr, &self.buf[..t.len]);
+            }
+            let mut answered = false;
+            for (i, server) in self.servers.iter_mut().enumerate() {
+                while let Some(t) = server.poll_transmit(now, &mut self.buf) {
+                    self.client.handle_datagram(now, self.path_ids[i], &self.buf[..t.len]);
+                    answered = true;
+                }
+            }
+            loop {
+                let n = self.client.read(&mut self.read_buf);
+                if n == 0 {
+                    break;
+                }
+                read += n as u64;
+            }
+            if !answered {
+                if let Some(t) = self.client.poll_timeout() {
+                    self.now = self.now.max(t);
+                    self.client.handle_timeout(self.now);
+                }
+            }
+        }
+        read
+    }
+}

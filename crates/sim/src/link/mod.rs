@@ -123,6 +123,9 @@ pub struct Link<T> {
     spare_normal: Option<f64>,
     /// Latest time the link has been brought to, ns.
     now: u64,
+    /// Earliest time the rate stage has work (a departure or a change), ns; `u64::MAX` if none.
+    /// Lets the many calls with nothing to do return after one comparison.
+    stage_due: u64,
 
     queue: VecDeque<Queued<T>>,
     queued_bytes: u64,
@@ -159,6 +162,7 @@ impl<T> Link<T> {
             rng: ChaCha8Rng::seed_from_u64(seed),
             spare_normal: None,
             now: 0,
+            stage_due: u64::MAX,
             queue: VecDeque::new(),
             queued_bytes: 0,
             head: Head::default(),
@@ -195,6 +199,7 @@ impl<T> Link<T> {
         self.queue.push_back(Queued { arrival: now, packet });
         if self.queue.len() == 1 {
             self.begin_head(now, false);
+            self.update_stage_due();
         }
         true
     }
@@ -248,6 +253,7 @@ impl<T> Link<T> {
         let change = validate(change)?;
         let now = self.catch_up(now.as_nanos());
         self.apply_at(now, change);
+        self.update_stage_due();
         Ok(())
     }
 
@@ -261,6 +267,7 @@ impl<T> Link<T> {
         let at = change.at;
         let i = self.changes.partition_point(|c| c.at <= at);
         self.changes.insert(i, change);
+        self.update_stage_due();
         Ok(())
     }
 
@@ -341,6 +348,9 @@ impl<T> Link<T> {
     fn catch_up(&mut self, now: u64) -> u64 {
         let now = self.now.max(now);
         self.now = now;
+        if now < self.stage_due {
+            return now;
+        }
         loop {
             let departure = if self.queue.is_empty() {
                 None
@@ -357,9 +367,20 @@ impl<T> Link<T> {
             }
             match departure {
                 Some(d) if d <= now => self.depart(d),
-                _ => return now,
+                _ => break,
             }
         }
+        self.update_stage_due();
+        now
+    }
+
+    fn update_stage_due(&mut self) {
+        let departure = match self.head.service.done {
+            Some(d) if !self.queue.is_empty() => d,
+            _ => u64::MAX,
+        };
+        let change = self.changes.front().map_or(u64::MAX, |c| c.at.as_nanos());
+        self.stage_due = departure.min(change);
     }
 
     /// The head packet's last bit leaves at `t`.

@@ -120,29 +120,102 @@ pub(crate) struct HeadService {
 }
 
 pub(crate) enum Server {
-    Fixed {
-        bps: u64,
-        /// Start of the current busy period (or of the last rate change), ns.
-        epoch: u64,
-        /// Bits of packets finished since `epoch`. Done times are computed from the epoch,
-        /// not chained packet to packet, so rounding to nanoseconds never accumulates.
-        epoch_bits: u64,
-    },
-    Trace {
-        trace: Trace,
-        cursor: Cursor,
-    },
+    Fixed(Fixed),
+    Trace { trace: Trace, cursor: Cursor },
+}
+
+/// A constant-rate server. Done times are computed from the start of the busy period, not
+/// chained packet to packet, so rounding to nanoseconds never accumulates: the k-th packet of
+/// a busy period leaves at epoch + ⌈(bits of packets 1..k) × 10^9 / bps⌉ exactly.
+pub(crate) struct Fixed {
+    bps: u64,
+    /// Start of the current busy period (or of the last rate change), ns.
+    epoch: u64,
+    /// Bits of packets finished since `epoch`.
+    epoch_bits: u64,
+    /// `epoch_bits` × 10^9 = `acc_q` × bps + `acc_r`, kept incrementally.
+    acc_q: u64,
+    acc_r: u64,
+    /// The same split for the last packet size seen: links carry runs of equal-sized packets,
+    /// and a 64-bit division costs more than the rest of a packet's rate stage.
+    size_bits: u64,
+    size_q: u64,
+    size_r: u64,
+}
+
+impl Fixed {
+    fn new(bps: u64, epoch: u64) -> Fixed {
+        Fixed {
+            bps,
+            epoch,
+            epoch_bits: 0,
+            acc_q: 0,
+            acc_r: 0,
+            size_bits: 0,
+            size_q: 0,
+            size_r: 0,
+        }
+    }
+
+    /// `bits` × 10^9 as (quotient, remainder) of division by bps (which is non-zero).
+    fn split(&mut self, bits: u64) -> (u64, u64) {
+        if bits != self.size_bits {
+            let n = u128::from(bits) * NS_PER_S;
+            let bps = u128::from(self.bps);
+            self.size_bits = bits;
+            self.size_q = u64::try_from(n / bps).unwrap_or(u64::MAX);
+            self.size_r = (n % bps) as u64;
+        }
+        (self.size_q, self.size_r)
+    }
+
+    /// (acc + bits) as (quotient, remainder).
+    fn add(&mut self, bits: u64) -> (u64, u64) {
+        let (q, r) = self.split(bits);
+        let (mut q, mut r) = (self.acc_q.saturating_add(q), self.acc_r + r);
+        if r >= self.bps {
+            q = q.saturating_add(1);
+            r -= self.bps;
+        }
+        (q, r)
+    }
+
+    fn begin(&mut self, start: u64, bits: u64, back_to_back: bool) -> Option<u64> {
+        if !back_to_back {
+            self.epoch = start;
+            self.epoch_bits = 0;
+            self.acc_q = 0;
+            self.acc_r = 0;
+        }
+        if self.bps == 0 {
+            return None;
+        }
+        let (q, r) = self.add(bits);
+        Some(self.epoch.saturating_add(q).saturating_add(u64::from(r > 0)))
+    }
+
+    fn finish(&mut self, bits: u64) {
+        self.epoch_bits += bits;
+        if self.bps != 0 {
+            (self.acc_q, self.acc_r) = self.add(bits);
+        }
+    }
+
+    fn remaining_bits(&self, head: &HeadService, now: u64) -> u64 {
+        if self.bps == 0 {
+            return head.bits;
+        }
+        let sent = u128::from(now.saturating_sub(self.epoch)) * u128::from(self.bps) / NS_PER_S;
+        let sent = u64::try_from(sent).unwrap_or(u64::MAX);
+        head.bits - sent.saturating_sub(self.epoch_bits).min(head.bits)
+    }
 }
 
 impl Server {
     /// A server for `rate`, starting at `now` (a trace's time zero). `rate` must be resolved.
     pub fn new(rate: &Rate, now: u64) -> Server {
         match rate {
-            Rate::Fixed(bps) => Server::Fixed {
-                bps: *bps,
-                epoch: now,
-                epoch_bits: 0,
-            },
+            Rate::Fixed(bps) => Server::Fixed(Fixed::new(*bps, now)),
             Rate::Trace(trace) => Server::Trace {
                 trace: trace.clone(),
                 cursor: Cursor::starting_at(now),
@@ -161,13 +234,7 @@ impl Server {
             done: None,
         };
         match self {
-            Server::Fixed { bps, epoch, epoch_bits } => {
-                if !back_to_back {
-                    *epoch = start;
-                    *epoch_bits = 0;
-                }
-                head.done = fixed_done(*bps, *epoch, *epoch_bits + bits);
-            }
+            Server::Fixed(f) => head.done = f.begin(start, bits, back_to_back),
             Server::Trace { trace, cursor } => {
                 head.cursor = *cursor;
                 head.done = Some(if bits == 0 {
@@ -185,20 +252,15 @@ impl Server {
 
     /// The head packet has left.
     pub fn finish(&mut self, head: &HeadService) {
-        if let Server::Fixed { epoch_bits, .. } = self {
-            *epoch_bits += head.bits;
+        if let Server::Fixed(f) = self {
+            f.finish(head.bits);
         }
     }
 
     /// Bits of the head packet still unsent at `now` (≤ its done time).
     pub fn remaining_bits(&self, head: &HeadService, now: u64) -> u64 {
         match self {
-            Server::Fixed { bps: 0, .. } => head.bits,
-            Server::Fixed { bps, epoch, epoch_bits } => {
-                let sent = (u128::from(now.saturating_sub(*epoch)) * u128::from(*bps) / NS_PER_S)
-                    .min(u128::from(u64::MAX)) as u64;
-                head.bits - sent.saturating_sub(*epoch_bits).min(head.bits)
-            }
+            Server::Fixed(f) => f.remaining_bits(head, now),
             Server::Trace { trace, .. } => {
                 let mut cursor = head.cursor;
                 match serve(trace, &mut cursor, head.arrival, head.bits.div_ceil(8), Some(now)) {
@@ -208,15 +270,6 @@ impl Server {
             }
         }
     }
-}
-
-/// epoch + bits / rate, rounded up to the nanosecond; `None` when stalled.
-fn fixed_done(bps: u64, epoch: u64, bits: u64) -> Option<u64> {
-    if bps == 0 {
-        return None;
-    }
-    let ns = (u128::from(bits) * NS_PER_S).div_ceil(u128::from(bps));
-    Some(epoch.saturating_add(u64::try_from(ns).unwrap_or(u64::MAX)))
 }
 
 #[cfg(test)]
@@ -240,6 +293,23 @@ mod tests {
         }
         // 7000 packets × 12000 bits at 7 Mbit/s = exactly 12 s.
         assert_eq!(h.done, Some(12_000 * MS));
+    }
+
+    #[test]
+    fn fixed_rate_with_mixed_sizes_matches_the_closed_form() {
+        let bps = 3_333_333;
+        let mut s = Server::new(&Rate::Fixed(bps), 5);
+        let sizes = [12_000, 400, 400, 12_000, 1, 96_000, 400];
+        let mut total = 0u128;
+        let mut prev = 5;
+        for (i, &bits) in sizes.iter().enumerate() {
+            let h = s.begin(0, prev, bits, i > 0);
+            total += u128::from(bits);
+            let want = 5 + (total * NS_PER_S).div_ceil(u128::from(bps)) as u64;
+            assert_eq!(h.done, Some(want), "packet {i}");
+            s.finish(&h);
+            prev = want;
+        }
     }
 
     #[test]
