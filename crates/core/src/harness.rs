@@ -449,13 +449,19 @@ impl DirectPair {
         paths: usize,
     ) -> DirectPair {
         let content = PatternContent::new(config.content_length);
-        let config = DownloadConfig { content: content.id, ..config };
+        let config = DownloadConfig {
+            content: content.id,
+            ..config
+        };
         let packet_size = config.packet_size;
         let mut client = Download::new(config, scheduler).expect("valid download config");
         let mut path_ids = Vec::new();
         let mut servers = Vec::new();
         for i in 0..paths {
-            let info = ServerInfo { name: format!("server{i}"), origin: false };
+            let info = ServerInfo {
+                name: format!("server{i}"),
+                origin: false,
+            };
             path_ids.push(client.add_path(Instant::ZERO, info, cc.build(Instant::ZERO, u64::from(packet_size))));
             let config = ServerConfig {
                 packet_size: packet_size as u16,

@@ -345,12 +345,19 @@ impl<T> Link<T> {
     /// Runs the rate stage up to `now`: scheduled changes and departures in time order, a
     /// change first when both fall on the same nanosecond.
     /// Returns the link's time, `now` or later if a caller went back in time.
+    #[inline]
     fn catch_up(&mut self, now: u64) -> u64 {
         let now = self.now.max(now);
         self.now = now;
-        if now < self.stage_due {
-            return now;
+        // Most calls have nothing to do; keep them free of the slow path's stack frame.
+        if now >= self.stage_due {
+            self.run_stage(now);
         }
+        now
+    }
+
+    #[inline(never)]
+    fn run_stage(&mut self, now: u64) {
         loop {
             let departure = if self.queue.is_empty() {
                 None
@@ -371,7 +378,6 @@ impl<T> Link<T> {
             }
         }
         self.update_stage_due();
-        now
     }
 
     fn update_stage_due(&mut self) {
