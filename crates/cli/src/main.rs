@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 /// and a CDN origin at once, and its scheduler keeps the pieces arriving in order while the
 /// servers' bandwidth adds up.
 #[derive(Parser, Debug)]
-#[command(name = "pcdn", version, about, long_about = None, propagate_version = true)]
+#[command(name = "pcdn", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -165,11 +165,28 @@ impl<T> Network<T> {
         }
     }
 
+    /// Runs the network up to the next delivery, but not past `limit`: returns the arrival time
+    /// of the earliest packet waiting at the end of its route, or `None` if none arrives by
+    /// `limit`. Hops inside the network then cost the caller no wake-ups: a simulation loop
+    /// passes its nodes' earliest timer as `limit` and drains `poll_delivered(t)` on `Some(t)`.
+    pub fn next_delivery(&mut self, limit: Instant) -> Option<Instant> {
+        self.run(limit.as_nanos(), true);
+        self.delivered.front().map(|d| d.0)
+    }
+
     /// Moves every packet up to `now` (poll and send do this themselves).
     pub fn advance(&mut self, now: Instant) {
-        let now_ns = now.as_nanos();
+        self.run(now.as_nanos(), false);
+    }
+
+    /// Processes link events up to `limit`; with `until_delivery`, stops after the events at
+    /// the time of the first delivery, so the caller can react before anything later happens.
+    fn run(&mut self, limit: u64, until_delivery: bool) {
         while let Some(&Reverse((t, l))) = self.heap.peek() {
-            if t > now_ns {
+            if t > limit {
+                break;
+            }
+            if until_delivery && self.delivered.front().is_some_and(|d| t > d.0.as_nanos()) {
                 break;
             }
             if self.scheduled[l as usize] != Some(t) {

@@ -1,0 +1,51 @@
+//! The `pcdn` binary's command line.
+
+use assert_cmd::Command;
+
+fn pcdn() -> Command {
+    Command::cargo_bin("pcdn").expect("binary built")
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let out = pcdn().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("several servers") || text.contains("many edge servers"));
+    assert!(text.contains("bench"));
+    assert!(text.contains("list"));
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = pcdn().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), format!("pcdn {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn list_names_every_registered_scheduler_and_controller() {
+    let out = pcdn().arg("list").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for (name, _) in pcdn_core::scheduler::SCHEDULERS.iter().chain(pcdn_core::cc::CONTROLLERS) {
+        assert!(text.contains(name), "{name} missing from `pcdn list`");
+    }
+}
+
+#[test]
+fn a_bad_size_is_a_clear_error() {
+    let out = pcdn().args(["bench", "core", "--size", "lots"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--size") && err.contains("200M"), "{err}");
+}
+
+#[test]
+fn the_core_bench_runs_and_reports() {
+    let out = pcdn().args(["bench", "core", "--size", "2M", "--runs", "1", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["packets"], 2_000_000u64.div_ceil(1400));
+    assert!(v["packets_per_cpu_s"].as_f64().unwrap() > 0.0);
+}
