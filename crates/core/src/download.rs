@@ -323,6 +323,12 @@ impl Download {
         self.paths.iter().map(|p| p.id)
     }
 
+    /// The path has failed (it stays listed until removed).
+    pub fn is_path_failed(&self, id: PathId) -> bool {
+        self.path_index(id)
+            .is_some_and(|i| self.paths[i].state == PathState::Failed)
+    }
+
     /// The download's metrics so far.
     pub fn stats(&self) -> &Stats {
         &self.stats

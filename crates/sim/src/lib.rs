@@ -8,6 +8,7 @@
 pub mod link;
 pub mod network;
 pub mod units;
+pub mod world;
 
 pub use link::{
     Blackout, Change, GilbertElliott, Jitter, JitterDist, Link, LinkChange, LinkConfig, LinkError, LinkStats, Loss,

@@ -1,13 +1,23 @@
 //! Links and routes in virtual time: a route is a chain of links, routes may share links (a
 //! shared bottleneck), and one binary heap of link due times drives everything in time order.
 //!
-//! Use: [`Network::add_link`] and [`Network::add_route`] to build, then in the simulation loop
-//! [`Network::send`] packets onto routes, jump the clock to [`Network::next_wakeup`] (or an
-//! earlier node timer) and drain [`Network::poll_delivered`]. Each link is one direction; a
-//! two-way path is two routes.
+//! Use: [`Network::add_link`] and [`Network::add_route`] to build; each link is one direction,
+//! so a two-way path is two routes. Then, in the simulation loop, with `deadline` the nodes'
+//! earliest timer:
 //!
-//! Cost per link hop: two deque operations in the link and one heap push and pop here, with no
-//! allocation beyond amortized buffer growth.
+//! ```text
+//! match net.next_delivery(deadline) {
+//!     Some(t) => while let Some((route, packet)) = net.poll_delivered(t) { /* to the node */ },
+//!     None => { /* clock = deadline: fire the node timers */ }
+//! }
+//! // nodes call net.send(now, route, packet) at any time ≥ the last time seen
+//! ```
+//!
+//! [`Network::next_wakeup`] with [`Network::poll_delivered`] works too, but also wakes the
+//! caller for each hop inside the network.
+//!
+//! Cost per link hop: two deque operations in the link and one in-place heap re-time here, with
+//! no allocation beyond amortized buffer growth.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
@@ -155,7 +165,8 @@ impl<T> Network<T> {
     }
 
     /// The earliest time something happens in the network: a delivery, or a packet moving
-    /// between stages. `None` when no packet is anywhere.
+    /// between links. Never late, but after a link was re-timed later it may name a visit that
+    /// finds nothing. `None` when no packet is anywhere.
     pub fn next_wakeup(&self) -> Option<Instant> {
         let link = self.heap.peek().map(|Reverse((t, _))| Instant::from_nanos(*t));
         let delivered = self.delivered.front().map(|(t, ..)| *t);

@@ -309,8 +309,13 @@ fn a_shared_30_mbit_bottleneck_caps_two_20_mbit_routes() {
     assert!(r1 > 5e6 && r2 > 5e6, "both routes get through: {r1} {r2}");
 }
 
-/// A lossy, jittery, reordering two-route network; every delivery with its time.
+/// A lossy, jittery, reordering two-route network; every delivery with its time. Driven either
+/// by polling at every `next_wakeup` or by running to each `next_delivery`.
 fn noisy_run(seed: u64) -> Vec<(Instant, RouteId, u64)> {
+    noisy_run_driven(seed, false)
+}
+
+fn noisy_run_driven(seed: u64, by_delivery: bool) -> Vec<(Instant, RouteId, u64)> {
     let mut net = Network::new(seed);
     let lossy = LinkConfig::fixed(50_000_000, Duration::from_millis(10))
         .with_loss(Loss::Bernoulli(0.05))
@@ -326,18 +331,27 @@ fn noisy_run(seed: u64) -> Vec<(Instant, RouteId, u64)> {
     );
     let routes = [net.add_route(&[a, s]), net.add_route(&[b, s])];
     let mut out = Vec::new();
+    let mut drain = |net: &mut Network<u64>, until: Instant| {
+        if by_delivery {
+            while let Some(t) = net.next_delivery(until) {
+                while let Some((r, p)) = net.poll_delivered(t) {
+                    out.push((t, r, p.payload));
+                }
+            }
+        } else {
+            while let Some(w) = net.next_wakeup().filter(|&w| w <= until) {
+                while let Some((t, r, p)) = net.poll_delivered_at(w) {
+                    out.push((t, r, p.payload));
+                }
+            }
+        }
+    };
     for i in 0..5000u64 {
         let now = at_ns(i * 200_000);
-        while let Some((t, r, p)) = net.poll_delivered_at(now) {
-            out.push((t, r, p.payload));
-        }
+        drain(&mut net, now);
         net.send(now, routes[(i % 2) as usize], Packet::new(1200, i));
     }
-    while let Some(w) = net.next_wakeup() {
-        while let Some((t, r, p)) = net.poll_delivered_at(w) {
-            out.push((t, r, p.payload));
-        }
-    }
+    drain(&mut net, at_ns(u64::MAX));
     out
 }
 
@@ -351,6 +365,33 @@ fn the_same_seed_gives_the_same_run_and_another_seed_another() {
     assert_ne!(a, c);
     // Deliveries come out in time order.
     assert!(a.windows(2).all(|w| w[0].0 <= w[1].0));
+    // Both ways of driving the network see the same run.
+    assert_eq!(a, noisy_run_driven(42, true));
+}
+
+#[test]
+fn next_delivery_stops_at_the_first_delivery_so_the_caller_acts_in_time() {
+    let mut net: Network<&str> = Network::new(1);
+    let cfg = LinkConfig::fixed(10_000_000, Duration::ZERO).with_queue(QueueLimit::packets(1));
+    let (x, y) = (net.add_link(&cfg).unwrap(), net.add_link(&cfg).unwrap());
+    let (rx, ry) = (net.add_route(&[x]), net.add_route(&[y]));
+    net.send(Instant::ZERO, rx, Packet::new(1500, "p1")); // leaves x at 1.2 ms
+    net.send(at_ns(500_000), ry, Packet::new(1500, "p2")); // on y's wire until 1.7 ms
+    assert_eq!(net.next_delivery(at_ns(1_000_000)), None);
+    assert_eq!(net.next_delivery(at_ns(u64::MAX)), Some(at_ns(1_200_000)));
+    // Reacting at 1.2 ms, y still holds p2, so its one-packet queue refuses p3.
+    net.send(at_ns(1_200_000), ry, Packet::new(1500, "p3"));
+    assert_eq!(net.stats(y).dropped_packets, 1);
+    assert_eq!(
+        net.poll_delivered(at_ns(1_200_000)),
+        Some((rx, Packet::new(1500, "p1")))
+    );
+    assert_eq!(net.next_delivery(at_ns(u64::MAX)), Some(at_ns(1_700_000)));
+    assert_eq!(
+        net.poll_delivered(at_ns(1_700_000)),
+        Some((ry, Packet::new(1500, "p2")))
+    );
+    assert_eq!(net.next_delivery(at_ns(u64::MAX)), None);
 }
 
 #[test]

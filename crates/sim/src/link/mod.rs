@@ -307,6 +307,8 @@ impl<T> Link<T> {
     pub fn stats(&self) -> &LinkStats {
         &self.stats
     }
+    // The knob getters report the state as of the last call that drove the link: an idle link
+    // applies a scheduled change only when it is next used.
     pub fn rate(&self) -> &Rate {
         &self.rate
     }

@@ -1,0 +1,469 @@
+//! The simulated world: one client `Download` and its servers' `ServerSession`s — the real
+//! protocol core — joined by the link model, in virtual time.
+//!
+//! One thread, one event loop, one seed: the network's links, the servers' token keys and the
+//! client's connection ids all derive from it, so the same seed gives the same run.
+
+use crate::link::{LinkConfig, LinkError, Packet};
+use crate::network::{Network, RouteId};
+use pcdn_core::cc;
+use pcdn_core::scheduler;
+use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
+use pcdn_core::stats::Stats;
+use pcdn_core::time::{Duration, Instant};
+use pcdn_core::wire;
+use pcdn_core::{Download, DownloadConfig, PathId, ServerInfo};
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// One server of the world.
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    pub name: String,
+    /// The CDN origin (its bytes count toward the CDN share).
+    pub origin: bool,
+    /// Server → client (data direction).
+    pub link: LinkConfig,
+    /// Client → server (requests).
+    pub uplink: LinkConfig,
+    /// The server stops answering at this time (its queued requests are lost).
+    pub fail_at: Option<Duration>,
+    /// The server comes back at this time, as a fresh process (new sessions, new key).
+    pub recover_at: Option<Duration>,
+    /// The device's upload cap in bit/s (datagram bytes).
+    pub upload_limit: Option<u64>,
+}
+
+/// A link that several servers' data share, after their own links.
+#[derive(Clone, Debug)]
+pub struct BottleneckSpec {
+    pub link: LinkConfig,
+    /// Indices into [`WorldSpec::servers`].
+    pub servers: Vec<usize>,
+}
+
+/// Everything one simulation run needs besides the scheduler, the congestion control and the seed.
+#[derive(Clone, Debug)]
+pub struct WorldSpec {
+    /// Content length in bytes.
+    pub content_length: u64,
+    /// Payload bytes per packet.
+    pub packet_size: u32,
+    /// Ordered tasks of this many bytes; `None`: the whole content at once.
+    pub task_size: Option<u64>,
+    /// Bytes the client may request beyond its in-order cursor.
+    pub reorder_buffer: u64,
+    pub servers: Vec<ServerSpec>,
+    pub bottlenecks: Vec<BottleneckSpec>,
+    /// Virtual-time limit of the run.
+    pub duration: Duration,
+}
+
+/// What one run measured.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub stats: Stats,
+    /// Aggregate capacity in bit/s as the metrics define it (see [`WorldSpec::capacity_bps`]).
+    pub capacity_bps: f64,
+    /// The download finished within the duration.
+    pub completed: bool,
+    /// Virtual time when the run stopped.
+    pub end: Instant,
+    /// DATA datagrams the servers sent.
+    pub data_packets: u64,
+}
+
+/// Why a world could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    #[error("unknown scheduler {0:?} (see `pcdn sim --list`)")]
+    UnknownScheduler(String),
+    #[error("unknown congestion control {0:?} (see `pcdn sim --list`)")]
+    UnknownCc(String),
+    #[error("server {server:?}: {source}")]
+    Link { server: String, source: LinkError },
+    #[error("bottleneck {index}: {source}")]
+    Bottleneck { index: usize, source: LinkError },
+    #[error("bottleneck {index} names server index {server}, which does not exist")]
+    BottleneckServer { index: usize, server: usize },
+    #[error("the download cannot be set up: {0}")]
+    Download(String),
+    #[error("a world needs at least one server")]
+    NoServers,
+}
+
+/// Synthetic content: all zeros, so serving a packet costs no copy beyond the datagram.
+#[derive(Clone, Copy, Debug)]
+struct ZeroContent {
+    id: wire::ContentId,
+    length: u64,
+}
+
+impl ContentSource for ZeroContent {
+    fn info(&self, id: &wire::ContentId) -> Option<ContentInfo> {
+        (*id == self.id).then_some(ContentInfo { length: self.length })
+    }
+    fn read(&self, id: &wire::ContentId, offset: u64, buf: &mut [u8]) -> bool {
+        // The server zero-fills the payload before asking; nothing to do but check.
+        *id == self.id && offset + buf.len() as u64 <= self.length
+    }
+}
+
+impl WorldSpec {
+    /// Aggregate capacity in bit/s: each server's data-direction bottleneck rate (its link, its
+    /// upload cap, a shared bottleneck) × (1 − loss), summed; where servers share a bottleneck,
+    /// their sum is capped by the bottleneck's rate × (1 − its loss).
+    pub fn capacity_bps(&self) -> f64 {
+        let own: Vec<f64> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let mut rate = link_rate_bps(&s.link);
+                if let Some(cap) = s.upload_limit {
+                    rate = rate.min(cap as f64);
+                }
+                rate * (1.0 - s.link.loss.mean_loss())
+            })
+            .collect();
+        let mut shared = vec![false; own.len()];
+        let mut total = 0.0;
+        for b in &self.bottlenecks {
+            let members: f64 = b.servers.iter().filter_map(|&i| own.get(i)).sum();
+            let cap = link_rate_bps(&b.link) * (1.0 - b.link.loss.mean_loss());
+            // Losses on the servers' own links come before the bottleneck and do not use it.
+            total += members.min(cap);
+            for &i in &b.servers {
+                if let Some(s) = shared.get_mut(i) {
+                    *s = true;
+                }
+            }
+        }
+        total
+            + own
+                .iter()
+                .zip(&shared)
+                .filter(|(_, s)| !**s)
+                .map(|(c, _)| c)
+                .sum::<f64>()
+    }
+
+    fn download_config(&self, content: wire::ContentId, seed: u64) -> DownloadConfig {
+        let mut config = DownloadConfig::new(content, self.content_length, self.packet_size);
+        config.reorder_buffer = self.reorder_buffer;
+        config.keep_data = false;
+        config.seed = seed;
+        if let Some(size) = self.task_size.filter(|&s| s > 0 && s < self.content_length) {
+            config.tasks = (0..self.content_length.div_ceil(size))
+                .map(|i| i * size..((i + 1) * size).min(self.content_length))
+                .collect();
+        }
+        config
+    }
+}
+
+/// Mean rate of a link's configured rate in bit/s.
+fn link_rate_bps(link: &LinkConfig) -> f64 {
+    match &link.rate {
+        crate::link::Rate::Fixed(bps) => *bps as f64,
+        crate::link::Rate::Trace(t) => t.mean_rate_bps(),
+        crate::link::Rate::TraceFile(_) => 0.0,
+    }
+}
+
+/// A server node: its session (absent while failed) and its routes.
+struct ServerNode {
+    session: Option<ServerSession<ZeroContent>>,
+    config: ServerConfig,
+    down: RouteId,
+    up: RouteId,
+    path: PathId,
+    info: ServerInfo,
+    fail_at: Option<Instant>,
+    recover_at: Option<Instant>,
+    /// Incarnation count, so a recovered server gets a new token key.
+    generation: u64,
+}
+
+/// Where a route ends.
+#[derive(Clone, Copy)]
+enum Endpoint {
+    Client { server: usize },
+    Server(usize),
+}
+
+const CLIENT_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9000);
+
+fn token_key(seed: u64, server: usize, generation: u64) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key("pcdn-sim 2025 server token key");
+    h.update(&seed.to_le_bytes());
+    h.update(&(server as u64).to_le_bytes());
+    h.update(&generation.to_le_bytes());
+    *h.finalize().as_bytes()
+}
+
+/// Runs one download of `spec` with `scheduler` and `cc`, seeded with `seed`.
+pub fn run(spec: &WorldSpec, scheduler: &str, cc: &str, seed: u64) -> Result<Outcome, WorldError> {
+    World::new(spec, scheduler, cc, seed)?.run()
+}
+
+/// The simulation state of one run.
+pub struct World {
+    client: Download,
+    servers: Vec<ServerNode>,
+    network: Network<Vec<u8>>,
+    endpoints: Vec<Endpoint>,
+    cc: Box<dyn cc::ControllerFactory>,
+    packet_size: u32,
+    capacity_bps: f64,
+    deadline: Instant,
+    now: Instant,
+    buf: Vec<u8>,
+    pool: Vec<Vec<u8>>,
+    data_packets: u64,
+    content: ZeroContent,
+    seed: u64,
+}
+
+impl World {
+    /// Builds the world of `spec`; nothing has happened yet.
+    pub fn new(spec: &WorldSpec, scheduler: &str, cc_name: &str, seed: u64) -> Result<World, WorldError> {
+        if spec.servers.is_empty() {
+            return Err(WorldError::NoServers);
+        }
+        let sched =
+            scheduler::by_name(scheduler, seed).ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
+        let cc = cc::by_name(cc_name).ok_or_else(|| WorldError::UnknownCc(cc_name.into()))?;
+        let mut id = [0u8; 32];
+        id[..8].copy_from_slice(&spec.content_length.to_be_bytes());
+        let content_id = wire::ContentId(id);
+        let content = ZeroContent {
+            id: content_id,
+            length: spec.content_length,
+        };
+        let mut client = Download::new(spec.download_config(content_id, seed), sched)
+            .map_err(|e| WorldError::Download(e.to_string()))?;
+        let mut network = Network::new(seed);
+        // Bottleneck links first, so that a server's route can end in its bottleneck.
+        let mut bottleneck_of = vec![None; spec.servers.len()];
+        let mut bottleneck_links = Vec::new();
+        for (index, b) in spec.bottlenecks.iter().enumerate() {
+            let link = network
+                .add_link(&b.link)
+                .map_err(|source| WorldError::Bottleneck { index, source })?;
+            bottleneck_links.push(link);
+            for &s in &b.servers {
+                *bottleneck_of
+                    .get_mut(s)
+                    .ok_or(WorldError::BottleneckServer { index, server: s })? = Some(link);
+            }
+        }
+        let mut servers = Vec::new();
+        let mut endpoints = Vec::new();
+        for (i, s) in spec.servers.iter().enumerate() {
+            let err = |source| WorldError::Link {
+                server: s.name.clone(),
+                source,
+            };
+            let own = network.add_link(&s.link).map_err(err)?;
+            let uplink = network.add_link(&s.uplink).map_err(err)?;
+            let down = match bottleneck_of[i] {
+                Some(b) => network.add_route(&[own, b]),
+                None => network.add_route(&[own]),
+            };
+            let up = network.add_route(&[uplink]);
+            endpoints.resize(
+                endpoints.len().max(down.0 as usize + 1).max(up.0 as usize + 1),
+                Endpoint::Server(i),
+            );
+            endpoints[down.0 as usize] = Endpoint::Client { server: i };
+            endpoints[up.0 as usize] = Endpoint::Server(i);
+            let info = ServerInfo {
+                name: s.name.clone(),
+                origin: s.origin,
+            };
+            let path = client.add_path(
+                Instant::ZERO,
+                info.clone(),
+                cc.build(Instant::ZERO, u64::from(spec.packet_size)),
+            );
+            let config = ServerConfig {
+                packet_size: spec.packet_size as u16,
+                token_key: token_key(seed, i, 0),
+                upload_rate: s.upload_limit.map(|bps| bps / 8),
+                // An edge device's burst: a few packets, so the cap holds on short time scales.
+                upload_burst: 4 * (u64::from(spec.packet_size) + wire::DATA_HEADER_LEN as u64),
+                ..ServerConfig::default()
+            };
+            servers.push(ServerNode {
+                session: Some(ServerSession::new(config.clone(), content)),
+                config,
+                down,
+                up,
+                path,
+                info,
+                fail_at: s.fail_at.map(|d| Instant::ZERO + d),
+                recover_at: s.recover_at.map(|d| Instant::ZERO + d),
+                generation: 0,
+            });
+        }
+        Ok(World {
+            client,
+            servers,
+            network,
+            endpoints,
+            cc,
+            packet_size: spec.packet_size,
+            capacity_bps: spec.capacity_bps(),
+            deadline: Instant::ZERO + spec.duration,
+            now: Instant::ZERO,
+            buf: Vec::with_capacity(wire::MAX_DATAGRAM),
+            pool: Vec::new(),
+            data_packets: 0,
+            content,
+            seed,
+        })
+    }
+
+    fn datagram(&mut self) -> Vec<u8> {
+        let mut d = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(wire::MAX_DATAGRAM));
+        d.clear();
+        d.extend_from_slice(&self.buf);
+        d
+    }
+
+    /// Puts everything the nodes want to send on the network.
+    fn flush(&mut self) {
+        let now = self.now;
+        while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
+            self.buf.truncate(t.len);
+            let Some(server) = self.servers.iter().position(|s| s.path == t.path) else {
+                continue;
+            };
+            let route = self.servers[server].up;
+            let datagram = self.datagram();
+            self.network.send(now, route, Packet::new(t.len as u32, datagram));
+        }
+        for i in 0..self.servers.len() {
+            let buf = &mut self.buf;
+            while let Some(t) = self.servers[i].session.as_mut().and_then(|s| s.poll_transmit(now, buf)) {
+                self.buf.truncate(t.len);
+                if self.buf.get(1) == Some(&wire::kind::DATA) {
+                    self.data_packets += 1;
+                }
+                let route = self.servers[i].down;
+                let datagram = self.datagram();
+                self.network.send(now, route, Packet::new(t.len as u32, datagram));
+            }
+        }
+    }
+
+    /// The earliest node timer or failure event.
+    fn next_node_event(&self) -> Option<Instant> {
+        let mut next = self.client.poll_timeout();
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        };
+        for s in &self.servers {
+            consider(s.session.as_ref().and_then(|x| x.poll_timeout()));
+            consider(s.fail_at.filter(|_| s.session.is_some()));
+            consider(s.recover_at.filter(|_| s.session.is_none()));
+        }
+        next
+    }
+
+    fn handle_node_events(&mut self) {
+        let now = self.now;
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            self.client.handle_timeout(now);
+        }
+        for i in 0..self.servers.len() {
+            let node = &mut self.servers[i];
+            if node.session.is_some() && node.fail_at.is_some_and(|t| t <= now) {
+                node.session = None;
+                node.fail_at = None;
+            } else if node.session.is_none() && node.recover_at.is_some_and(|t| t <= now) {
+                node.recover_at = None;
+                node.generation += 1;
+                let mut config = node.config.clone();
+                config.token_key = token_key(self.seed, i, node.generation);
+                node.session = Some(ServerSession::new(config, self.content));
+                self.reconnect(i);
+            } else if let Some(session) = node.session.as_mut() {
+                if session.poll_timeout().is_some_and(|t| t <= now) {
+                    session.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    /// A recovered server is found again (as the tracker would list it): if the client gave
+    /// up on its path, it opens a new one.
+    fn reconnect(&mut self, i: usize) {
+        let failed = self.client.is_path_failed(self.servers[i].path);
+        if failed {
+            self.client.remove_path(self.now, self.servers[i].path);
+            let cc = self.cc.build(self.now, u64::from(self.packet_size));
+            self.servers[i].path = self.client.add_path(self.now, self.servers[i].info.clone(), cc);
+        }
+    }
+
+    /// Runs until the download completes or the duration ends.
+    pub fn run(mut self) -> Result<Outcome, WorldError> {
+        loop {
+            self.flush();
+            if self.client.is_done() {
+                break;
+            }
+            let node_event = self.next_node_event();
+            let limit = node_event.map_or(self.deadline, |t| t.min(self.deadline));
+            match self.network.next_delivery(limit) {
+                Some(t) => {
+                    self.now = self.now.max(t);
+                    while let Some((route, packet)) = self.network.poll_delivered(self.now) {
+                        self.deliver(route, packet.payload);
+                    }
+                }
+                None if node_event.is_some_and(|t| t <= self.deadline) => {
+                    self.now = self.now.max(limit);
+                }
+                None => {
+                    self.now = self.deadline;
+                    break;
+                }
+            }
+            if self.next_node_event().is_some_and(|t| t <= self.now) {
+                self.handle_node_events();
+            }
+            if self.now >= self.deadline && !self.client.is_done() {
+                self.flush();
+                break;
+            }
+        }
+        Ok(Outcome {
+            stats: self.client.stats().clone(),
+            capacity_bps: self.capacity_bps,
+            completed: self.client.is_done(),
+            end: self.now,
+            data_packets: self.data_packets,
+        })
+    }
+
+    fn deliver(&mut self, route: RouteId, datagram: Vec<u8>) {
+        match self.endpoints[route.0 as usize] {
+            Endpoint::Client { server } => {
+                let path = self.servers[server].path;
+                self.client.handle_datagram(self.now, path, &datagram);
+            }
+            Endpoint::Server(i) => {
+                if let Some(session) = self.servers[i].session.as_mut() {
+                    session.handle_datagram(self.now, CLIENT_ADDR, &datagram);
+                }
+            }
+        }
+        self.pool.push(datagram);
+    }
+}
