@@ -179,6 +179,8 @@ pub struct Download {
     done: bool,
     /// The latest `now` any input or poll brought.
     now: Instant,
+    /// Some path may be handshaking (cleared when a poll finds none).
+    maybe_connecting: bool,
 }
 
 impl std::fmt::Debug for Download {
@@ -274,6 +276,7 @@ impl Download {
             emit_next: 0,
             done: false,
             now: Instant::ZERO,
+            maybe_connecting: false,
         };
         download.start_task(Instant::ZERO, 0);
         // An empty content (or empty first tasks) is complete before anything is sent.
@@ -285,6 +288,7 @@ impl Download {
     pub fn add_path(&mut self, now: Instant, server: ServerInfo, cc: Box<dyn Controller>) -> PathId {
         let id = PathId(self.next_path_id);
         self.next_path_id += 1;
+        self.maybe_connecting = true;
         let conn_id = self.rng.random::<u64>();
         self.stats.paths.push(PathStats {
             name: server.name.clone(),
@@ -292,7 +296,7 @@ impl Download {
             ..PathStats::default()
         });
         self.paths
-            .push(Path::new(id, server, conn_id, cc, now, self.config.min_rto));
+            .push(Path::new(id, server, conn_id, cc, now, self.config.min_rto, self.packet_size));
         id
     }
 
@@ -422,6 +426,7 @@ impl Download {
             Reason::BadToken | Reason::UnknownConnection => {
                 // The server forgot us (restart, expiry): its queue is gone, so are our requests.
                 self.abandon(now, index);
+                self.maybe_connecting = true;
                 let path = &mut self.paths[index];
                 path.state = PathState::Connecting {
                     attempts: 0,
@@ -662,7 +667,7 @@ impl Download {
                     let paced = path.next_send > self.now;
                     if paced
                         && !self.done
-                        && path.in_flight_count() < path.cwnd_packets(self.packet_size)
+                        && path.in_flight_count() < path.cwnd_packets()
                         && self.has_work()
                     {
                         consider(path.next_send);
@@ -732,6 +737,9 @@ impl Download {
     }
 
     fn poll_hello(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if !self.maybe_connecting {
+            return None;
+        }
         let content = self.config.content;
         for path in &mut self.paths {
             if let PathState::Connecting {
@@ -764,24 +772,28 @@ impl Download {
                 });
             }
         }
+        self.maybe_connecting = self.paths.iter().any(|p| matches!(p.state, PathState::Connecting { .. }));
         None
     }
 
     /// Asks the scheduler for requests while some path can take one.
     fn schedule(&mut self, now: Instant) {
         // Most polls find every window full; say so before building any view.
-        if !self.paths.iter().any(|p| p.can_send(now, self.packet_size)) {
+        if !self.paths.iter().any(|p| p.can_send(now)) {
             return;
         }
+        // The views persist between calls; only the paths whose estimates moved are redone.
         let mut views = std::mem::take(&mut self.view_paths);
-        views.clear();
-        let packet_size = self.packet_size;
-        views.extend(
-            self.paths
-                .iter_mut()
-                .filter(|p| p.is_established())
-                .map(|p| p.view(now, packet_size)),
-        );
+        let mut n = 0;
+        for path in self.paths.iter_mut().filter(|p| p.is_established()) {
+            if n < views.len() {
+                path.write_view(now, &mut views[n], false);
+            } else {
+                views.push(path.view(now));
+            }
+            n += 1;
+        }
+        views.truncate(n);
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;
@@ -818,7 +830,7 @@ impl Download {
             }
             if let Some(i) = self.path_index(pick.path) {
                 if let Some(v) = views.iter_mut().find(|v| v.id == pick.path) {
-                    *v = self.paths[i].view(now, self.packet_size);
+                    self.paths[i].write_view(now, v, false);
                 }
             }
         }
@@ -835,7 +847,7 @@ impl Download {
             return false;
         };
         let seq = pick.seq;
-        if !self.paths[index].can_send(now, self.packet_size) || seq < self.cursor || seq >= new_end.max(self.next_new)
+        if !self.paths[index].can_send(now) || seq < self.cursor || seq >= new_end.max(self.next_new)
         {
             return false;
         }

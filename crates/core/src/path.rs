@@ -128,7 +128,16 @@ pub(crate) struct Path {
     pub consecutive_timeouts: u32,
     /// Distinct packets this path delivered first.
     pub delivered_packets: u64,
-    view_cache: Option<PathView>,
+    /// The estimates changed since the last view was written.
+    view_stale: bool,
+    /// Payload bytes per packet.
+    packet_size: u64,
+    /// The controller's window in packets (at least one), kept current after every event it
+    /// sees: schedulers and timers ask for it far more often than it changes.
+    cwnd: u64,
+    /// `rtt.rto()`, kept current: the timer is asked for on every event, the estimate
+    /// changes only on samples and timeouts.
+    rto: Duration,
 }
 
 impl Path {
@@ -139,8 +148,11 @@ impl Path {
         cc: Box<dyn Controller>,
         now: Instant,
         min_rto: Duration,
+        packet_size: u64,
     ) -> Path {
         Path {
+            packet_size,
+            cwnd: 1,
             id,
             info,
             conn_id,
@@ -166,8 +178,16 @@ impl Path {
             delivered_time: now,
             consecutive_timeouts: 0,
             delivered_packets: 0,
-            view_cache: None,
+            view_stale: true,
+            rto: Duration::ZERO,
         }
+        .with_current_estimates()
+    }
+
+    fn with_current_estimates(mut self) -> Path {
+        self.rto = self.rtt.rto();
+        self.refresh_cwnd();
+        self
     }
 
     pub fn token(&self) -> Option<&[u8]> {
@@ -186,51 +206,65 @@ impl Path {
     }
 
     /// Congestion window in packets of `packet_size` (at least one).
-    pub fn cwnd_packets(&self, packet_size: u64) -> u64 {
-        (self.cc.window() / packet_size).max(1)
+    pub fn cwnd_packets(&self) -> u64 {
+        self.cwnd
     }
 
-    pub fn can_send(&self, now: Instant, packet_size: u64) -> bool {
-        self.is_established() && self.in_flight_count() < self.cwnd_packets(packet_size) && self.next_send <= now
+    /// Re-reads the controller's window after it saw an event.
+    fn refresh_cwnd(&mut self) {
+        self.cwnd = (self.cc.window() / self.packet_size).max(1);
     }
 
-    /// The scheduler's read-only picture of this path. The estimates are recomputed only
-    /// after they changed; schedulers ask far more often than packets arrive.
-    pub fn view(&mut self, now: Instant, packet_size: u64) -> PathView {
-        let cwnd = self.cwnd_packets(packet_size);
-        let in_flight = self.in_flight_count();
-        let can_send = self.can_send(now, packet_size);
-        let delivered = self.delivered_packets;
-        let view = self.view_cache.get_or_insert_with(|| {
-            let srtt = self.rtt.smoothed();
-            let rto = self.rtt.rto();
-            let loss_rate = self.loss.rate();
-            PathView {
-                id: self.id,
-                origin: self.info.origin,
-                srtt,
-                rttvar: self.rtt.rttvar(),
-                min_rtt: self.rtt.min(),
-                rto,
-                loss_rate,
-                delivery_rate: self.rate.rate(),
-                expected_time: expected_transmission_time(srtt, rto, loss_rate),
-                cwnd,
-                in_flight,
-                can_send,
-                delivered,
-            }
-        });
-        view.cwnd = cwnd;
-        view.in_flight = in_flight;
-        view.can_send = can_send;
-        view.delivered = delivered;
-        view.clone()
+    pub fn can_send(&self, now: Instant) -> bool {
+        self.is_established() && self.in_flight_count() < self.cwnd && self.next_send <= now
+    }
+
+    /// The scheduler's read-only picture of this path.
+    pub fn view(&mut self, now: Instant) -> PathView {
+        let mut view = self.fresh_view();
+        self.write_view(now, &mut view, true);
+        view
+    }
+
+    /// Brings `out`, this path's view from an earlier call, up to date. The estimates are
+    /// recomputed only after they changed (or with `full`): schedulers ask far more often
+    /// than packets arrive.
+    pub fn write_view(&mut self, now: Instant, out: &mut PathView, full: bool) {
+        if full || self.view_stale || out.id != self.id {
+            *out = self.fresh_view();
+            self.view_stale = false;
+        }
+        out.cwnd = self.cwnd;
+        out.in_flight = self.in_flight_count();
+        out.can_send = self.can_send(now);
+        out.delivered = self.delivered_packets;
+    }
+
+    fn fresh_view(&self) -> PathView {
+        let srtt = self.rtt.smoothed();
+        let rto = self.rto;
+        let loss_rate = self.loss.rate();
+        PathView {
+            id: self.id,
+            origin: self.info.origin,
+            srtt,
+            rttvar: self.rtt.rttvar(),
+            min_rtt: self.rtt.min(),
+            rto,
+            loss_rate,
+            delivery_rate: self.rate.rate(),
+            expected_time: expected_transmission_time(srtt, rto, loss_rate),
+            cwnd: self.cwnd,
+            in_flight: self.in_flight_count(),
+            can_send: false,
+            delivered: self.delivered_packets,
+        }
     }
 
     /// The estimates changed: the next view recomputes them.
     pub fn invalidate_view(&mut self) {
-        self.view_cache = None;
+        self.view_stale = true;
+        self.rto = self.rtt.rto();
     }
 
     /// Puts a request for `seq` on the ledger and in the outbox; returns its pn.
@@ -255,6 +289,7 @@ impl Path {
         self.in_flight_bytes += bytes;
         ps.requests += 1;
         self.cc.on_request_sent(now, bytes, self.in_flight_bytes);
+        self.refresh_cwnd();
         if let Some(rate) = self.cc.pacing_rate().filter(|&r| r > 0) {
             // Spacing starts from now when the path was idle, so an idle path earns no burst.
             let gap = Duration::from_nanos(bytes.saturating_mul(1_000_000_000) / rate);
@@ -292,7 +327,7 @@ impl Path {
         ps.srtt_us = self.rtt.smoothed().as_micros() as u64;
         self.delivered_bytes += bytes;
         self.delivered_time = now;
-        let cwnd = self.cwnd_packets(entry.bytes.max(1));
+        let cwnd = self.cwnd;
         self.rate.on_arrival(now, bytes, cwnd);
         self.loss.on_arrival(pn);
         self.cc.on_data(&DataArrival {
@@ -308,6 +343,7 @@ impl Path {
             delivered_time_at_send: entry.delivered_time_at_send,
             app_limited: entry.app_limited,
         });
+        self.refresh_cwnd();
         self.trim();
         Some(rtt)
     }
@@ -332,7 +368,7 @@ impl Path {
         self.in_flight.remove(&entry.seq);
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         if congestion {
-            self.view_cache = None;
+            self.invalidate_view();
             ps.losses += 1;
             self.loss.on_loss(pn, entry.sent, srtt);
             self.cc.on_loss(&Loss {
@@ -342,6 +378,7 @@ impl Path {
                 in_flight_bytes: self.in_flight_bytes,
                 by_timeout,
             });
+            self.refresh_cwnd();
         }
         Some(entry.seq)
     }
@@ -363,7 +400,7 @@ impl Path {
     /// When the oldest request in flight times out.
     pub fn rto_deadline(&self) -> Option<Instant> {
         let oldest = self.ledger.iter().find(|s| !s.done)?;
-        Some(oldest.sent + self.rtt.rto())
+        Some(oldest.sent + self.rto)
     }
 
     /// Retransmission timeout (RFC 6298 §5.4–5.6): every request older than one RTO is lost,
@@ -375,7 +412,7 @@ impl Path {
         if deadline > now {
             return false;
         }
-        let rto = self.rtt.rto();
+        let rto = self.rto;
         let mut first = true;
         for pn in self.base_pn..self.next_pn {
             let Some(entry) = self.entry_mut(pn) else { break };

@@ -118,7 +118,9 @@ type SessionKey = (SocketAddr, u64);
 pub struct ServerSession<S> {
     config: ServerConfig,
     source: S,
-    sessions: HashMap<SessionKey, Session>,
+    /// Keyed by a hasher seeded from the token key: fast (one lookup per packet) and, being
+    /// secret, safe from peers who choose their connection ids to collide.
+    sessions: HashMap<SessionKey, Session, ahash::RandomState>,
     /// Sessions with queued requests, served in turn.
     ring: VecDeque<SessionKey>,
     /// Answers that do not carry content (WELCOME, REJECT), in order.
@@ -132,10 +134,11 @@ pub struct ServerSession<S> {
 impl<S: ContentSource> ServerSession<S> {
     pub fn new(config: ServerConfig, source: S) -> Self {
         let tokens = config.upload_burst as f64;
+        let hasher = session_hasher(&config.token_key);
         ServerSession {
             config,
             source,
-            sessions: HashMap::new(),
+            sessions: HashMap::with_hasher(hasher),
             ring: VecDeque::new(),
             control: VecDeque::new(),
             tokens,
@@ -521,4 +524,11 @@ impl<S: ContentSource> ServerSession<S> {
 /// Equality whose time does not depend on where the inputs differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The session table's hasher, seeded from (a hash of) the token key.
+fn session_hasher(token_key: &[u8; 32]) -> ahash::RandomState {
+    let seed = blake3::derive_key("pcdn server session table", token_key);
+    let word = |i: usize| u64::from_le_bytes(seed[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    ahash::RandomState::with_seeds(word(0), word(1), word(2), word(3))
 }

@@ -7,6 +7,7 @@
 
 pub mod link;
 pub mod network;
+pub mod scenario;
 pub mod units;
 pub mod world;
 

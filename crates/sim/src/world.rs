@@ -169,6 +169,37 @@ fn link_rate_bps(link: &LinkConfig) -> f64 {
     }
 }
 
+/// A datagram in flight, kept small: a simulation holds thousands in its queues, and
+/// 1.4 kB buffers that have gone cold in the cache cost more to touch than everything else.
+/// The synthetic content is all zeros, so a DATA travels as its header and payload length
+/// and is rebuilt, byte for byte, when it arrives.
+enum Datagram {
+    Small { len: u8, bytes: [u8; SMALL] },
+    ZeroData { header: [u8; wire::DATA_HEADER_LEN], payload: u16 },
+    Other(Vec<u8>),
+}
+
+/// Largest datagram stored inline (REQUESTs with a few ranges, HELLO, WELCOME, REJECT).
+const SMALL: usize = 128;
+
+impl Datagram {
+    fn compact(bytes: &[u8]) -> Datagram {
+        let header = wire::DATA_HEADER_LEN;
+        if bytes.len() >= header && bytes[1] == wire::kind::DATA {
+            debug_assert!(bytes[header..].iter().all(|&b| b == 0), "simulated content is all zeros");
+            let mut h = [0u8; wire::DATA_HEADER_LEN];
+            h.copy_from_slice(&bytes[..header]);
+            return Datagram::ZeroData { header: h, payload: (bytes.len() - header) as u16 };
+        }
+        if bytes.len() <= SMALL {
+            let mut b = [0u8; SMALL];
+            b[..bytes.len()].copy_from_slice(bytes);
+            return Datagram::Small { len: bytes.len() as u8, bytes: b };
+        }
+        Datagram::Other(bytes.to_vec())
+    }
+}
+
 /// A server node: its session (absent while failed) and its routes.
 struct ServerNode {
     session: Option<ServerSession<ZeroContent>>,
@@ -181,6 +212,10 @@ struct ServerNode {
     recover_at: Option<Instant>,
     /// Incarnation count, so a recovered server gets a new token key.
     generation: u64,
+    /// Had an input since its last flush.
+    dirty: bool,
+    /// Its session's next timer, as of its last flush.
+    timer: Option<Instant>,
 }
 
 /// Where a route ends.
@@ -209,7 +244,7 @@ pub fn run(spec: &WorldSpec, scheduler: &str, cc: &str, seed: u64) -> Result<Out
 pub struct World {
     client: Download,
     servers: Vec<ServerNode>,
-    network: Network<Vec<u8>>,
+    network: Network<Datagram>,
     endpoints: Vec<Endpoint>,
     cc: Box<dyn cc::ControllerFactory>,
     packet_size: u32,
@@ -217,10 +252,13 @@ pub struct World {
     deadline: Instant,
     now: Instant,
     buf: Vec<u8>,
-    pool: Vec<Vec<u8>>,
+    /// Where compact DATA datagrams are rebuilt on delivery: a header, then zeros.
+    rx: Vec<u8>,
     data_packets: u64,
     content: ZeroContent,
     seed: u64,
+    client_dirty: bool,
+    client_timer: Option<Instant>,
 }
 
 impl World {
@@ -303,6 +341,8 @@ impl World {
                 fail_at: s.fail_at.map(|d| Instant::ZERO + d),
                 recover_at: s.recover_at.map(|d| Instant::ZERO + d),
                 generation: 0,
+                dirty: true,
+                timer: None,
             });
         }
         Ok(World {
@@ -316,59 +356,72 @@ impl World {
             deadline: Instant::ZERO + spec.duration,
             now: Instant::ZERO,
             buf: Vec::with_capacity(wire::MAX_DATAGRAM),
-            pool: Vec::new(),
+            rx: vec![0; wire::MAX_DATAGRAM],
             data_packets: 0,
             content,
             seed,
+            client_dirty: true,
+            client_timer: None,
         })
     }
 
-    fn datagram(&mut self) -> Vec<u8> {
-        let mut d = self
-            .pool
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(wire::MAX_DATAGRAM));
-        d.clear();
-        d.extend_from_slice(&self.buf);
-        d
+    /// The datagram just written into `self.buf`, in its compact form.
+    fn datagram(&self) -> Datagram {
+        Datagram::compact(&self.buf)
     }
 
-    /// Puts everything the nodes want to send on the network.
+    /// Puts everything the nodes that had an input want to send on the network, and notes
+    /// their next timers. Untouched nodes have nothing new to say.
     fn flush(&mut self) {
         let now = self.now;
-        while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
-            self.buf.truncate(t.len);
-            let Some(server) = self.servers.iter().position(|s| s.path == t.path) else {
-                continue;
-            };
-            let route = self.servers[server].up;
-            let datagram = self.datagram();
-            self.network.send(now, route, Packet::new(t.len as u32, datagram));
+        if self.client_dirty {
+            while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
+                self.buf.truncate(t.len);
+                let Some(server) = self.servers.iter().position(|s| s.path == t.path) else {
+                    continue;
+                };
+                let route = self.servers[server].up;
+                let datagram = self.datagram();
+                self.network.send(now, route, Packet::new(t.len as u32, datagram));
+            }
+            self.client_timer = self.client.poll_timeout();
+            self.client_dirty = false;
         }
         for i in 0..self.servers.len() {
-            let buf = &mut self.buf;
-            while let Some(t) = self.servers[i].session.as_mut().and_then(|s| s.poll_transmit(now, buf)) {
-                self.buf.truncate(t.len);
+            if !self.servers[i].dirty {
+                continue;
+            }
+            while let Some(len) = self.poll_server(i) {
+                self.buf.truncate(len);
                 if self.buf.get(1) == Some(&wire::kind::DATA) {
                     self.data_packets += 1;
                 }
                 let route = self.servers[i].down;
                 let datagram = self.datagram();
-                self.network.send(now, route, Packet::new(t.len as u32, datagram));
+                self.network.send(now, route, Packet::new(len as u32, datagram));
             }
+            let node = &mut self.servers[i];
+            node.timer = node.session.as_ref().and_then(|s| s.poll_timeout());
+            node.dirty = false;
         }
+    }
+
+    /// The next datagram server `i` sends, written into `self.buf`.
+    fn poll_server(&mut self, i: usize) -> Option<usize> {
+        let session = self.servers[i].session.as_mut()?;
+        session.poll_transmit(self.now, &mut self.buf).map(|t| t.len)
     }
 
     /// The earliest node timer or failure event.
     fn next_node_event(&self) -> Option<Instant> {
-        let mut next = self.client.poll_timeout();
+        let mut next = self.client_timer;
         let mut consider = |t: Option<Instant>| {
             if let Some(t) = t {
                 next = Some(next.map_or(t, |n: Instant| n.min(t)));
             }
         };
         for s in &self.servers {
-            consider(s.session.as_ref().and_then(|x| x.poll_timeout()));
+            consider(s.timer);
             consider(s.fail_at.filter(|_| s.session.is_some()));
             consider(s.recover_at.filter(|_| s.session.is_none()));
         }
@@ -377,25 +430,29 @@ impl World {
 
     fn handle_node_events(&mut self) {
         let now = self.now;
-        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+        if self.client_timer.is_some_and(|t| t <= now) {
             self.client.handle_timeout(now);
+            self.client_dirty = true;
         }
         for i in 0..self.servers.len() {
             let node = &mut self.servers[i];
             if node.session.is_some() && node.fail_at.is_some_and(|t| t <= now) {
                 node.session = None;
                 node.fail_at = None;
+                node.dirty = true;
             } else if node.session.is_none() && node.recover_at.is_some_and(|t| t <= now) {
                 node.recover_at = None;
                 node.generation += 1;
+                node.dirty = true;
                 let mut config = node.config.clone();
                 config.token_key = token_key(self.seed, i, node.generation);
                 node.session = Some(ServerSession::new(config, self.content));
                 self.reconnect(i);
-            } else if let Some(session) = node.session.as_mut() {
-                if session.poll_timeout().is_some_and(|t| t <= now) {
+            } else if node.timer.is_some_and(|t| t <= now) {
+                if let Some(session) = node.session.as_mut() {
                     session.handle_timeout(now);
                 }
+                node.dirty = true;
             }
         }
     }
@@ -408,6 +465,7 @@ impl World {
             self.client.remove_path(self.now, self.servers[i].path);
             let cc = self.cc.build(self.now, u64::from(self.packet_size));
             self.servers[i].path = self.client.add_path(self.now, self.servers[i].info.clone(), cc);
+            self.client_dirty = true;
         }
     }
 
@@ -435,7 +493,9 @@ impl World {
                     break;
                 }
             }
-            if self.next_node_event().is_some_and(|t| t <= self.now) {
+            // Deliveries only push node timers later or hand work to `flush`, so the timer
+            // computed before them still tells whether one is due.
+            if node_event.is_some_and(|t| t <= self.now) {
                 self.handle_node_events();
             }
             if self.now >= self.deadline && !self.client.is_done() {
@@ -452,18 +512,60 @@ impl World {
         })
     }
 
-    fn deliver(&mut self, route: RouteId, datagram: Vec<u8>) {
+    fn deliver(&mut self, route: RouteId, datagram: Datagram) {
+        let bytes: &[u8] = match &datagram {
+            Datagram::Small { len, bytes } => &bytes[..usize::from(*len)],
+            Datagram::ZeroData { header, payload } => {
+                self.rx[..wire::DATA_HEADER_LEN].copy_from_slice(header);
+                &self.rx[..wire::DATA_HEADER_LEN + usize::from(*payload)]
+            }
+            Datagram::Other(v) => v,
+        };
         match self.endpoints[route.0 as usize] {
             Endpoint::Client { server } => {
                 let path = self.servers[server].path;
-                self.client.handle_datagram(self.now, path, &datagram);
+                self.client.handle_datagram(self.now, path, bytes);
+                self.client_dirty = true;
             }
             Endpoint::Server(i) => {
-                if let Some(session) = self.servers[i].session.as_mut() {
-                    session.handle_datagram(self.now, CLIENT_ADDR, &datagram);
+                let node = &mut self.servers[i];
+                if let Some(session) = node.session.as_mut() {
+                    session.handle_datagram(self.now, CLIENT_ADDR, bytes);
+                    node.dirty = true;
                 }
             }
         }
-        self.pool.push(datagram);
+    }
+}
+
+/// The MPRD high-rate world (seed 001 §V, Fig. 7(d)): a 500 Mbit/s CDN origin and edges of
+/// 350, 350, 200 and 200 Mbit/s (one-way delays 5 to 25 ms, which the paper does not give),
+/// a 200 MB download. The simulator's speed benchmark runs it.
+pub fn mprd_high_rate() -> WorldSpec {
+    let rates = [500u64, 350, 350, 200, 200];
+    let servers = rates
+        .iter()
+        .enumerate()
+        .map(|(i, &mbit)| {
+            let delay = Duration::from_millis(5 + 5 * i as u64);
+            ServerSpec {
+                name: if i == 0 { "cdn".into() } else { format!("edge{i}") },
+                origin: i == 0,
+                link: LinkConfig::fixed(mbit * 1_000_000, delay).with_queue(crate::link::QueueLimit::packets(1000)),
+                uplink: LinkConfig::fixed(100_000_000_000, delay).with_queue(crate::link::QueueLimit::UNLIMITED),
+                fail_at: None,
+                recover_at: None,
+                upload_limit: None,
+            }
+        })
+        .collect();
+    WorldSpec {
+        content_length: 200_000_000,
+        packet_size: 1400,
+        task_size: None,
+        reorder_buffer: 16_000_000,
+        servers,
+        bottlenecks: Vec::new(),
+        duration: Duration::from_secs(120),
     }
 }

@@ -15,11 +15,18 @@ use crate::time::Duration;
 /// each try failing with probability `loss`. A path that loses everything never completes.
 pub fn expected_transmission_time(rtt: Duration, rto: Duration, loss: f64) -> Duration {
     let loss = loss.clamp(0.0, 1.0);
+    if loss == 0.0 {
+        return rtt;
+    }
     if loss >= 1.0 {
         return Duration::MAX;
     }
-    let extra = rto.as_secs_f64() * loss / (1.0 - loss);
-    rtt.saturating_add(Duration::try_from_secs_f64(extra).unwrap_or(Duration::MAX))
+    // In nanoseconds: schedulers ask for E of every path on every decision.
+    let extra = (rto.as_nanos() as f64 * loss / (1.0 - loss)).round();
+    if extra >= u64::MAX as f64 {
+        return Duration::MAX;
+    }
+    rtt.saturating_add(Duration::from_nanos(extra as u64))
 }
 
 #[cfg(test)]

@@ -1,0 +1,616 @@
+//! Scenario files: a TOML world (content, client, servers, bottlenecks), the schedulers and
+//! congestion controls to compare, repeats and an optional sweep — expanded into runs and
+//! aggregated into one [`Row`] per scheduler × congestion control × sweep point.
+//!
+//! The format is documented key by key in `docs/scenarios.md`. Every error names the file, the
+//! line when there is one, the dotted key and what was expected:
+//! `scenarios/x.toml:14: server.edge1.link.rate: expected a rate such as "10mbit", ...`.
+
+mod runner;
+mod tree;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use pcdn_core::{cc, scheduler};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
+use crate::units;
+use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
+
+pub use runner::{Row, default_threads};
+use tree::Tree;
+
+/// The default uplink's rate: "no rate limit" (100 Gbit/s, far above any scenario's link).
+pub const UNLIMITED_RATE_BPS: u64 = 100_000_000_000;
+
+/// A scenario that failed to load or run: `file[:line]: [key: ]message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The scenario file as the user named it (or `<default scenario>` for an embedded one).
+    pub file: String,
+    /// 1-based line of the offending key or value, when known.
+    pub line: Option<usize>,
+    /// The dotted key (`server.edge1.link.rate`, `bottleneck.0.servers`), when there is one.
+    pub key: Option<String>,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        f.write_str(": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "{key}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A loaded, validated scenario: one [`SweepPoint`] per sweep value (one point without a sweep).
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The `name` key, or the file's stem.
+    pub name: String,
+    /// The file as given, for messages.
+    pub file: String,
+    /// The swept dotted key, if the scenario has a `[sweep]`.
+    pub sweep_key: Option<String>,
+    pub points: Vec<SweepPoint>,
+}
+
+/// The scenario with one sweep value applied (or the scenario itself, without a sweep).
+#[derive(Clone, Debug)]
+pub struct SweepPoint {
+    /// The swept value as written in `sweep.values` (strings without quotes), or `None`.
+    pub sweep: Option<String>,
+    /// Seed of the first repeat; repeat `r` uses `seed + r`.
+    pub seed: u64,
+    /// Runs per scheduler × congestion control, whose metrics a row averages.
+    pub repeat: u32,
+    pub schedulers: Vec<String>,
+    pub ccs: Vec<String>,
+    pub world: WorldSpec,
+}
+
+/// One simulation run: a point's world with one scheduler, one congestion control and one seed.
+#[derive(Clone, Copy, Debug)]
+pub struct Run<'a> {
+    /// Index into [`Scenario::points`].
+    pub point: usize,
+    pub sweep: Option<&'a str>,
+    pub scheduler: &'a str,
+    pub cc: &'a str,
+    /// 0-based repeat index.
+    pub repeat: u32,
+    pub seed: u64,
+    pub world: &'a WorldSpec,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file; trace files resolve relative to its folder.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read the scenario: {e}"),
+        })?;
+        let base_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Scenario::parse(&text, &file, base_dir)
+    }
+
+    /// Parses and validates scenario text. `file` names it in messages and gives the default
+    /// name; trace files resolve relative to `base_dir`.
+    pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<Scenario, ScenarioError> {
+        let ctx = Ctx {
+            file,
+            text,
+            base_dir,
+            sweep: None,
+        };
+        let doc = DeTable::parse(text).map_err(|e| ScenarioError {
+            file: file.to_owned(),
+            line: e.span().map(|s| line_at(text, s.start)),
+            key: None,
+            message: format!("invalid TOML: {}", e.message().trim_end()),
+        })?;
+        let span = doc.span();
+        let tree: Tree = Spanned::new(span, DeValue::Table(doc.into_inner()));
+        let raw = ctx.deserialize(&tree)?;
+        let name = raw.name.clone().unwrap_or_else(|| {
+            Path::new(file)
+                .file_stem()
+                .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
+        });
+        let Some(sweep) = &raw.sweep else {
+            return Ok(Scenario {
+                name,
+                file: file.to_owned(),
+                sweep_key: None,
+                points: vec![ctx.build(&tree, raw, None)?],
+            });
+        };
+        let key = sweep.key.clone();
+        let values = sweep_values(&tree);
+        if values.is_empty() {
+            return Err(ctx.err(&tree, "sweep.values", "expected at least one value to sweep over"));
+        }
+        let mut points = Vec::with_capacity(values.len());
+        for (i, value) in values.into_iter().enumerate() {
+            let label = match value.get_ref() {
+                DeValue::String(s) => s.to_string(),
+                _ => text.get(value.span()).unwrap_or("?").trim().to_owned(),
+            };
+            let mut swept = tree.clone();
+            let added = match tree::set(&mut swept, &key, value) {
+                Ok(set) => matches!(set, tree::Set::Added),
+                Err(m) => return Err(ctx.err(&tree, "sweep.key", format!("\"{key}\": {m}"))),
+            };
+            let point_ctx = Ctx {
+                sweep: Some((i, label.as_str())),
+                ..ctx
+            };
+            let raw = point_ctx.deserialize(&swept).map_err(|e| {
+                if added && e.key.as_deref() == Some(key.as_str()) && e.message.starts_with("unknown key") {
+                    ctx.err(&tree, "sweep.key", format!("\"{key}\" does not exist: {}", e.message))
+                } else {
+                    e
+                }
+            })?;
+            points.push(point_ctx.build(&swept, raw, Some(label.clone()))?);
+        }
+        Ok(Scenario {
+            name,
+            file: file.to_owned(),
+            sweep_key: Some(key),
+            points,
+        })
+    }
+
+    /// Overrides the file's seed at every sweep point.
+    pub fn set_seed(&mut self, seed: u64) {
+        for p in &mut self.points {
+            p.seed = seed;
+        }
+    }
+
+    /// Overrides the file's repeat count at every sweep point (at least 1).
+    pub fn set_repeat(&mut self, repeat: u32) {
+        for p in &mut self.points {
+            p.repeat = repeat.max(1);
+        }
+    }
+
+    /// Every run, in the order rows are reported: sweep point, then scheduler, then congestion
+    /// control, then repeat (seeds `seed`, `seed + 1`, ...).
+    pub fn runs(&self) -> Vec<Run<'_>> {
+        let mut runs = Vec::new();
+        for (index, point) in self.points.iter().enumerate() {
+            for scheduler in &point.schedulers {
+                for cc in &point.ccs {
+                    for repeat in 0..point.repeat {
+                        runs.push(Run {
+                            point: index,
+                            sweep: point.sweep.as_deref(),
+                            scheduler,
+                            cc,
+                            repeat,
+                            seed: point.seed.wrapping_add(u64::from(repeat)),
+                            world: &point.world,
+                        });
+                    }
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// The items of `sweep.values` with their spans.
+fn sweep_values<'i>(tree: &Tree<'i>) -> Vec<Spanned<DeValue<'i>>> {
+    let values = tree
+        .get_ref()
+        .as_table()
+        .and_then(|t| t.get("sweep"))
+        .and_then(|s| s.get_ref().as_table())
+        .and_then(|s| s.get("values"))
+        .and_then(|v| v.get_ref().as_array());
+    values.map(|v| v.to_vec()).unwrap_or_default()
+}
+
+/// 1-based line of a byte offset.
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+// ---- the document as serde reads it (after `tree::desugar`) ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: Option<String>,
+    #[serde(default = "default_seed")]
+    seed: u64,
+    #[serde(default = "default_repeat")]
+    repeat: u32,
+    #[serde(default = "default_duration", deserialize_with = "units::de::duration")]
+    duration: Duration,
+    content: RawContent,
+    #[serde(default)]
+    client: RawClient,
+    #[serde(default)]
+    server: Vec<RawServer>,
+    #[serde(default)]
+    bottleneck: Vec<RawBottleneck>,
+    sweep: Option<RawSweep>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_repeat() -> u32 {
+    1
+}
+fn default_duration() -> Duration {
+    Duration::from_secs(60)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContent {
+    #[serde(deserialize_with = "units::de::size")]
+    size: u64,
+    #[serde(default = "default_packet_size")]
+    packet_size: u32,
+    #[serde(default, deserialize_with = "units::de::opt_size")]
+    task_size: Option<u64>,
+}
+
+fn default_packet_size() -> u32 {
+    1400
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawClient {
+    schedulers: Vec<String>,
+    cc: Vec<String>,
+    #[serde(deserialize_with = "units::de::size")]
+    reorder_buffer: u64,
+}
+
+impl Default for RawClient {
+    fn default() -> RawClient {
+        RawClient {
+            schedulers: vec!["default".to_owned()],
+            cc: vec!["cubic".to_owned()],
+            reorder_buffer: 4_000_000,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    name: String,
+    #[serde(default)]
+    origin: bool,
+    link: LinkConfig,
+    uplink: Option<LinkConfig>,
+    #[serde(default, deserialize_with = "units::de::opt_duration")]
+    fail_at: Option<Duration>,
+    #[serde(default, deserialize_with = "units::de::opt_duration")]
+    recover_at: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_rate")]
+    upload_limit: Option<u64>,
+}
+
+fn opt_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    units::de::rate(d).map(Some)
+}
+
+/// A bottleneck after `tree::desugar` moved its link keys under `link`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBottleneck {
+    servers: Vec<String>,
+    link: LinkConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    key: String,
+    #[allow(dead_code)] // read from the tree, with spans; here only checked to be an array
+    values: Vec<IgnoredAny>,
+}
+
+/// The default uplink: the link's delay, no rate limit, no loss, no queue limit.
+fn default_uplink(link: &LinkConfig) -> LinkConfig {
+    LinkConfig {
+        rate: Rate::Fixed(UNLIMITED_RATE_BPS),
+        delay: link.delay,
+        jitter: Jitter::default(),
+        loss: Loss::None,
+        queue: QueueLimit::UNLIMITED,
+        blackouts: Vec::new(),
+        changes: Vec::new(),
+    }
+}
+
+/// What every error of one load needs: the file, its text, and which sweep value is applied.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+    base_dir: &'a Path,
+    /// Index and label of the sweep value applied, if any.
+    sweep: Option<(usize, &'a str)>,
+}
+
+impl<'a> Ctx<'a> {
+    fn error(&self, line: Option<usize>, key: Option<String>, message: impl Into<String>) -> ScenarioError {
+        let mut message = message.into();
+        if let Some((i, label)) = self.sweep {
+            message.push_str(&format!(" (with sweep value {} of sweep.values, \"{label}\")", i + 1));
+        }
+        ScenarioError {
+            file: self.file.to_owned(),
+            line,
+            key,
+            message,
+        }
+    }
+
+    /// An error at dotted `key`, its line looked up in `tree`.
+    fn err(&self, tree: &Tree<'_>, key: &str, message: impl Into<String>) -> ScenarioError {
+        let line = tree::span_of(tree, key).map(|s| line_at(self.text, s.start));
+        self.error(line, Some(key.to_owned()), message)
+    }
+
+    /// Deserializes a (possibly swept) document, errors carrying the dotted key and line.
+    fn deserialize(&self, tree: &Tree<'_>) -> Result<Raw, ScenarioError> {
+        let mut sugared = tree.clone();
+        tree::desugar(&mut sugared);
+        let span = sugared.span();
+        let DeValue::Table(table) = sugared.into_inner() else {
+            unreachable!("a TOML document is a table")
+        };
+        let de = toml::de::Deserializer::from(Spanned::new(span, table));
+        serde_path_to_error::deserialize::<_, Raw>(de).map_err(|e| {
+            let (key, in_bottleneck_link) = render_path(e.path(), tree);
+            let inner = e.into_inner();
+            let line = inner
+                .span()
+                .map(|s| line_at(self.text, s.start))
+                .or_else(|| key.as_deref().and_then(|k| tree::span_of(tree, k)).map(|s| line_at(self.text, s.start)));
+            let mut message = inner
+                .message()
+                .trim_end()
+                .replacen("unknown field", "unknown key", 1)
+                .replacen("missing field", "missing key", 1)
+                .replacen("expected one of", "expected one of the keys", 1);
+            if in_bottleneck_link && message.starts_with("unknown key") {
+                // The bottleneck's own key sits beside its link keys in the file.
+                message = message.replacen("one of the keys ", "one of the keys `servers`, ", 1);
+            }
+            self.error(line, key, message)
+        })
+    }
+
+    /// Checks what serde cannot and builds the point's [`WorldSpec`].
+    fn build(&self, tree: &Tree<'_>, raw: Raw, sweep: Option<String>) -> Result<SweepPoint, ScenarioError> {
+        let err = |key: &str, message: String| self.err(tree, key, message);
+        if raw.repeat == 0 {
+            return Err(err("repeat", "expected at least 1 run per scheduler, got 0".into()));
+        }
+        if raw.duration.is_zero() {
+            return Err(err("duration", "expected a positive virtual-time limit such as \"60s\"".into()));
+        }
+        let content = &raw.content;
+        if content.size == 0 {
+            return Err(err("content.size", "expected a positive size such as \"20MB\"".into()));
+        }
+        let max_payload = pcdn_core::wire::MAX_PAYLOAD as u32;
+        if content.packet_size == 0 || content.packet_size > max_payload {
+            return Err(err(
+                "content.packet_size",
+                format!("expected payload bytes in 1..={max_payload}, got {}", content.packet_size),
+            ));
+        }
+        if content.task_size == Some(0) {
+            return Err(err("content.task_size", "expected a positive size such as \"2MB\"".into()));
+        }
+        if raw.client.reorder_buffer < u64::from(content.packet_size) {
+            return Err(err(
+                "client.reorder_buffer",
+                format!(
+                    "expected room for at least one packet ({} bytes), got {} bytes",
+                    content.packet_size, raw.client.reorder_buffer
+                ),
+            ));
+        }
+        let scheduler_ok = |n: &str| scheduler::by_name(n, 0).is_some();
+        self.check_names(tree, "client.schedulers", "scheduler", &raw.client.schedulers, scheduler::SCHEDULERS, scheduler_ok)?;
+        let cc_ok = |n: &str| cc::by_name(n).is_some();
+        self.check_names(tree, "client.cc", "congestion control", &raw.client.cc, cc::CONTROLLERS, cc_ok)?;
+
+        if raw.server.is_empty() {
+            return Err(self.error(
+                None,
+                Some("server".into()),
+                "a scenario needs at least one [[server]] table",
+            ));
+        }
+        let mut index_of: HashMap<String, usize> = HashMap::new();
+        let mut servers = Vec::with_capacity(raw.server.len());
+        for (i, s) in raw.server.into_iter().enumerate() {
+            if s.name.is_empty() || s.name.contains('.') || s.name.trim() != s.name {
+                return Err(err(
+                    &format!("server.{i}.name"),
+                    format!("expected a non-empty name without dots or surrounding spaces, got \"{}\"", s.name),
+                ));
+            }
+            if let Some(first) = index_of.insert(s.name.clone(), i) {
+                return Err(err(
+                    &format!("server.{i}.name"),
+                    format!("duplicate server name \"{}\" (server {first} has it too)", s.name),
+                ));
+            }
+            let key = format!("server.{}", s.name);
+            let link = self.link(tree, &format!("{key}.link"), s.link)?;
+            let uplink = match s.uplink {
+                Some(u) => self.link(tree, &format!("{key}.uplink"), u)?,
+                None => default_uplink(&link),
+            };
+            if s.recover_at.is_some() && s.fail_at.is_none() {
+                return Err(err(&format!("{key}.recover_at"), "recover_at needs a fail_at".into()));
+            }
+            if let (Some(fail), Some(recover)) = (s.fail_at, s.recover_at)
+                && recover <= fail
+            {
+                return Err(err(
+                    &format!("{key}.recover_at"),
+                    format!("expected a time after fail_at ({fail:?}), got {recover:?}"),
+                ));
+            }
+            if s.upload_limit == Some(0) {
+                return Err(err(
+                    &format!("{key}.upload_limit"),
+                    "expected a positive rate such as \"4mbit\"".into(),
+                ));
+            }
+            servers.push(ServerSpec {
+                name: s.name,
+                origin: s.origin,
+                link,
+                uplink,
+                fail_at: s.fail_at,
+                recover_at: s.recover_at,
+                upload_limit: s.upload_limit,
+            });
+        }
+
+        let mut bottlenecks = Vec::with_capacity(raw.bottleneck.len());
+        for (i, b) in raw.bottleneck.into_iter().enumerate() {
+            let key = format!("bottleneck.{i}");
+            if b.servers.is_empty() {
+                return Err(err(
+                    &format!("{key}.servers"),
+                    "expected the names of the servers whose data share this link".into(),
+                ));
+            }
+            let mut members = Vec::with_capacity(b.servers.len());
+            for name in &b.servers {
+                let Some(&index) = index_of.get(name) else {
+                    let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                    return Err(err(
+                        &format!("{key}.servers"),
+                        format!("unknown server \"{name}\"; known: {}", known.join(", ")),
+                    ));
+                };
+                if members.contains(&index) {
+                    return Err(err(&format!("{key}.servers"), format!("server \"{name}\" is listed twice")));
+                }
+                members.push(index);
+            }
+            let link = self.link(tree, &key, b.link)?;
+            bottlenecks.push(BottleneckSpec { link, servers: members });
+        }
+
+        Ok(SweepPoint {
+            sweep,
+            seed: raw.seed,
+            repeat: raw.repeat,
+            schedulers: raw.client.schedulers,
+            ccs: raw.client.cc,
+            world: WorldSpec {
+                content_length: content.size,
+                packet_size: content.packet_size,
+                task_size: content.task_size,
+                reorder_buffer: raw.client.reorder_buffer,
+                servers,
+                bottlenecks,
+                duration: raw.duration,
+            },
+        })
+    }
+
+    /// Names listed once each, every one known to its registry.
+    fn check_names(
+        &self,
+        tree: &Tree<'_>,
+        key: &str,
+        what: &str,
+        names: &[String],
+        registry: &[(&str, &str)],
+        valid: impl Fn(&str) -> bool,
+    ) -> Result<(), ScenarioError> {
+        if names.is_empty() {
+            return Err(self.err(tree, key, format!("expected at least one {what} name")));
+        }
+        for (i, name) in names.iter().enumerate() {
+            if !valid(name) {
+                let known: Vec<&str> = registry.iter().map(|(n, _)| *n).collect();
+                return Err(self.err(
+                    tree,
+                    &format!("{key}.{i}"),
+                    format!("unknown {what} \"{name}\"; known: {}", known.join(", ")),
+                ));
+            }
+            if names[..i].contains(name) {
+                return Err(self.err(tree, &format!("{key}.{i}"), format!("{what} \"{name}\" is listed twice")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads trace files (relative to the scenario's folder) and checks the link can be built.
+    fn link(&self, tree: &Tree<'_>, key: &str, mut link: LinkConfig) -> Result<LinkConfig, ScenarioError> {
+        link.resolve_paths(self.base_dir)
+            .map_err(|e| self.err(tree, &format!("{key}.rate"), e.to_string()))?;
+        Link::<()>::new(&link, 0).map_err(|e| self.err(tree, key, e.to_string()))?;
+        Ok(link)
+    }
+}
+
+/// A serde path as a scenario key: `server[1].link.rate` → `server.edge1.link.rate`,
+/// `bottleneck[0].link.rate` → `bottleneck.0.rate` (undoing `tree::desugar`; the flag says
+/// the path went through such a bottleneck link).
+fn render_path(path: &serde_path_to_error::Path, tree: &Tree<'_>) -> (Option<String>, bool) {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let is_key = |i: usize, name: &str| matches!(segments.get(i), Some(Segment::Map { key }) if key == name);
+    let mut out = Vec::with_capacity(segments.len());
+    let mut in_bottleneck_link = false;
+    for (i, segment) in segments.iter().enumerate() {
+        match segment {
+            Segment::Map { key } if i == 2 && key == "link" && is_key(0, "bottleneck") => in_bottleneck_link = true,
+            Segment::Map { key } => out.push(key.clone()),
+            Segment::Enum { variant } => out.push(variant.clone()),
+            Segment::Seq { index } if i == 1 && is_key(0, "server") => {
+                out.push(tree::element_name(tree, "server", *index).map_or_else(|| index.to_string(), str::to_owned))
+            }
+            Segment::Seq { index } => out.push(index.to_string()),
+            Segment::Unknown => out.push("?".to_owned()),
+        }
+    }
+    ((!out.is_empty()).then(|| out.join(".")), in_bottleneck_link)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,189 @@
+//! Runs a scenario's runs on every core and averages them into rows, in a fixed order.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use serde::Serialize;
+
+use super::{Run, Scenario, ScenarioError};
+use crate::world::{self, Outcome};
+
+/// One scheduler × congestion control × sweep point: each metric is the mean over its repeats
+/// (definitions in `docs/scenarios.md` and `pcdn_core::stats`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub scheduler: String,
+    pub cc: String,
+    /// The swept value as written in the file, or null without a sweep.
+    pub sweep: Option<String>,
+    /// Runs averaged (seeds `seed`, `seed + 1`, ...).
+    pub repeats: u32,
+    /// In-order bytes delivered × 8 ÷ (last in-order delivery − first request), Mbit/s.
+    pub goodput_mbps: f64,
+    /// Aggregate capacity: Σ paths' bottleneck rate × (1 − loss), or the shared bottleneck's rate.
+    pub capacity_mbps: f64,
+    /// Goodput ÷ aggregate capacity.
+    pub aggregation: f64,
+    /// Bytes received but not yet deliverable, sampled at every arrival: mean.
+    pub ofo_mean_bytes: f64,
+    /// ... and maximum (averaged over repeats).
+    pub ofo_max_bytes: f64,
+    /// Per packet, in-order delivery time − arrival time: mean, ms.
+    pub wait_mean_ms: f64,
+    /// ... and 99th percentile, ms.
+    pub wait_p99_ms: f64,
+    /// First request to last byte, s; null if any repeat did not complete.
+    pub completion_s: Option<f64>,
+    /// (DATA packets received − packets needed) ÷ packets needed.
+    pub waste: f64,
+    /// (requests sent − packets needed) ÷ packets needed (Pscheduler's waste).
+    pub request_waste: f64,
+    /// Bytes from the origin ÷ all bytes received.
+    pub cdn_share: f64,
+    /// Repeats that completed within the duration.
+    pub completed: u32,
+}
+
+/// What one run measured, reduced to the row's metrics as soon as it ends.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    goodput_mbps: f64,
+    capacity_mbps: f64,
+    aggregation: f64,
+    ofo_mean_bytes: f64,
+    ofo_max_bytes: f64,
+    wait_mean_ms: f64,
+    wait_p99_ms: f64,
+    completion_s: Option<f64>,
+    waste: f64,
+    request_waste: f64,
+    cdn_share: f64,
+}
+
+impl Measured {
+    fn of(outcome: &Outcome) -> Measured {
+        let s = &outcome.stats;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        Measured {
+            goodput_mbps: s.goodput_bps() / 1e6,
+            capacity_mbps: outcome.capacity_bps / 1e6,
+            aggregation: s.aggregation(outcome.capacity_bps),
+            ofo_mean_bytes: s.ofo_mean_bytes(),
+            ofo_max_bytes: s.ofo_max_bytes() as f64,
+            wait_mean_ms: ms(s.wait_mean()),
+            wait_p99_ms: ms(s.wait_p99()),
+            completion_s: if outcome.completed {
+                s.completion_time().map(|d| d.as_secs_f64())
+            } else {
+                None
+            },
+            waste: s.waste(),
+            request_waste: s.request_waste(),
+            cdn_share: s.cdn_share(),
+        }
+    }
+}
+
+/// The machine's cores (at least 1).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Scenario {
+    /// Runs every run of [`Scenario::runs`] on `threads` threads (0: one per core), calling
+    /// `on_run_done` after each, and returns one row per scheduler × congestion control × sweep
+    /// point in that order. The output depends only on the scenario, never on the threads.
+    pub fn run(&self, threads: usize, on_run_done: &(dyn Fn() + Sync)) -> Result<Vec<Row>, ScenarioError> {
+        let runs = self.runs();
+        let threads = if threads == 0 { default_threads() } else { threads };
+        let results = run_parallel(&runs, threads.min(runs.len()).max(1), on_run_done);
+        let mut measured = Vec::with_capacity(runs.len());
+        for (run, result) in runs.iter().zip(results) {
+            match result {
+                Some(Ok(m)) => measured.push(m),
+                Some(Err(e)) => return Err(self.run_error(run, e)),
+                None => unreachable!("every run before a failed one has a result"),
+            }
+        }
+        Ok(aggregate(&runs, &measured))
+    }
+
+    fn run_error(&self, run: &Run<'_>, e: world::WorldError) -> ScenarioError {
+        let sweep = run.sweep.map(|s| format!(", sweep {s}")).unwrap_or_default();
+        ScenarioError {
+            file: self.file.clone(),
+            line: None,
+            key: None,
+            message: format!(
+                "run of scheduler {} with cc {} (seed {}{sweep}) failed: {e}",
+                run.scheduler, run.cc, run.seed
+            ),
+        }
+    }
+}
+
+type RunResult = Option<Result<Measured, world::WorldError>>;
+
+/// Work-stealing over an index: each thread takes the next run. Results land in their run's
+/// slot, so the order is the runs' order. After a failure no new run starts; the slots of runs
+/// never started stay `None` (they all come after some failed run).
+fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync)) -> Vec<RunResult> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let slots: Vec<Mutex<RunResult>> = runs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(run) = runs.get(i) else { break };
+                    let result = world::run(run.world, run.scheduler, run.cc, run.seed).map(|o| Measured::of(&o));
+                    if result.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    *slots[i].lock().expect("no run panicked holding a slot") = Some(result);
+                    on_run_done();
+                }
+            });
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().expect("not poisoned")).collect()
+}
+
+/// Groups consecutive runs of the same point × scheduler × cc (the order of
+/// [`Scenario::runs`]) and averages each metric over the group, summing in repeat order.
+fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut start = 0;
+    while start < runs.len() {
+        let first = &runs[start];
+        let end = runs[start..]
+            .iter()
+            .position(|r| (r.point, r.scheduler, r.cc) != (first.point, first.scheduler, first.cc))
+            .map_or(runs.len(), |n| start + n);
+        let group = &measured[start..end];
+        let n = group.len() as f64;
+        let mean = |f: fn(&Measured) -> f64| group.iter().map(f).sum::<f64>() / n;
+        let completions: Option<Vec<f64>> = group.iter().map(|m| m.completion_s).collect();
+        rows.push(Row {
+            scheduler: first.scheduler.to_owned(),
+            cc: first.cc.to_owned(),
+            sweep: first.sweep.map(str::to_owned),
+            repeats: group.len() as u32,
+            goodput_mbps: mean(|m| m.goodput_mbps),
+            capacity_mbps: mean(|m| m.capacity_mbps),
+            aggregation: mean(|m| m.aggregation),
+            ofo_mean_bytes: mean(|m| m.ofo_mean_bytes),
+            ofo_max_bytes: mean(|m| m.ofo_max_bytes),
+            wait_mean_ms: mean(|m| m.wait_mean_ms),
+            wait_p99_ms: mean(|m| m.wait_p99_ms),
+            completion_s: completions.map(|c| c.iter().sum::<f64>() / n),
+            waste: mean(|m| m.waste),
+            request_waste: mean(|m| m.request_waste),
+            cdn_share: mean(|m| m.cdn_share),
+            completed: group.iter().filter(|m| m.completion_s.is_some()).count() as u32,
+        });
+        start = end;
+    }
+    rows
+}
