@@ -285,7 +285,7 @@ fn bad_datagrams_from_a_server_are_dropped() {
         .unwrap();
         b
     };
-    let past_end = data(conn_id, 0).iter().copied().collect::<Vec<_>>();
+    let past_end = data(conn_id, 0);
     let mut past_end = past_end;
     past_end[18..26].copy_from_slice(&500u64.to_be_bytes());
     let other_connection = data(conn_id ^ 1, 0);

@@ -4,16 +4,43 @@
 //! packet, so "bytes in flight" are the bytes of requests not yet answered. Controllers see
 //! small events with units in their names (the shape of quinn's `Controller` and s2n-quic's
 //! `CongestionController`) and never read a clock.
+//!
+//! Most controls here are uncoupled: each path's controller sees only its own path. The
+//! coupled multipath controls ([`lia`], [`olia`], [`balia`]) link the windows of the paths of
+//! one download: their factory owns a [`CoupledGroup`], every controller it builds registers
+//! its path's window and RTT there, reads the other paths' to compute its increase, and
+//! leaves the group when dropped. **One factory instance is one coupling group, for one
+//! download**: create the factory per download ([`by_name`] returns a new factory on every
+//! call, which gives exactly that). Reusing a factory for downloads one after another is
+//! harmless, since the paths of a finished download have left the group when their
+//! controllers were dropped; reusing it for downloads that run at the same time couples
+//! them with each other. Cloning a coupled factory starts a new group.
 
 use crate::time::{Duration, Instant};
 
+pub mod balia;
 pub mod bbr;
+pub mod compound;
+pub mod copa;
+pub mod coupled;
 pub mod cubic;
+pub mod lia;
 pub mod newreno;
+pub mod olia;
+#[cfg(test)]
+mod test_model;
+pub mod vivace;
 
+pub use balia::{Balia, BaliaConfig};
 pub use bbr::{Bbr, BbrConfig};
+pub use compound::{Compound, CompoundConfig};
+pub use copa::{Copa, CopaConfig};
+pub use coupled::{Coupled, CoupledConfig, CoupledGroup};
 pub use cubic::{Cubic, CubicConfig};
+pub use lia::{Lia, LiaConfig};
 pub use newreno::{NewReno, NewRenoConfig};
+pub use olia::{Olia, OliaConfig};
+pub use vivace::{Vivace, VivaceConfig};
 
 /// Data answering one request arrived on the path.
 #[derive(Clone, Copy, Debug)]
@@ -84,14 +111,45 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
         "bbr",
         "BBR v1 (Cardwell et al. 2016): model-based, paced requests, cwnd = 2 BDP",
     ),
+    (
+        "copa",
+        "Copa (Arun & Balakrishnan 2018): delay-based, target rate 1/(0.5 d_q), paced requests",
+    ),
+    (
+        "vivace",
+        "PCC Vivace (Dong et al. 2018): rate-based gradient ascent on a latency/loss utility",
+    ),
+    (
+        "compound",
+        "Compound TCP (Tan et al. 2006): Reno cwnd plus a delay-based dwnd",
+    ),
+    (
+        "lia",
+        "LIA (RFC 6356): coupled across one download's paths, Reno-fair in total",
+    ),
+    (
+        "olia",
+        "OLIA (Khalili et al. 2012): coupled, shifts window from the largest to the best paths",
+    ),
+    (
+        "balia",
+        "BALIA (Peng et al. 2016): coupled, balances friendliness and responsiveness",
+    ),
 ];
 
-/// The factory of the congestion control called `name`.
+/// The factory of the congestion control called `name`: a new one on every call, so each
+/// download that asks gets its own coupling group for `lia`, `olia` and `balia`.
 pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
     Some(match name {
         "newreno" | "reno" => Box::new(NewRenoConfig::default()),
         "cubic" => Box::new(CubicConfig::default()),
         "bbr" => Box::new(BbrConfig::default()),
+        "copa" => Box::new(CopaConfig::default()),
+        "vivace" | "pcc" => Box::new(VivaceConfig::default()),
+        "compound" | "ctcp" => Box::new(CompoundConfig::default()),
+        "lia" => Box::new(LiaConfig::default()),
+        "olia" => Box::new(OliaConfig::default()),
+        "balia" => Box::new(BaliaConfig::default()),
         _ => return None,
     })
 }

@@ -10,11 +10,34 @@ use crate::path::PathId;
 use crate::time::{Duration, Instant};
 use std::collections::BTreeSet;
 
+pub mod blest;
+pub mod ecf;
+pub mod gr_sty;
+pub mod let_;
+pub mod lpc;
 pub mod minrtt;
+pub mod mprd;
+pub mod pscheduler;
+pub mod redundant;
 pub mod round_robin;
+pub mod tp_sty;
+pub mod tr_sty;
 
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use blest::Blest;
+pub use ecf::Ecf;
+pub use gr_sty::GrSty;
+pub use let_::Let;
+pub use lpc::Lpc;
 pub use minrtt::MinRtt;
+pub use mprd::Mprd;
+pub use pscheduler::Pscheduler;
+pub use redundant::Redundant;
 pub use round_robin::RoundRobin;
+pub use tp_sty::TpSty;
+pub use tr_sty::TrSty;
 
 /// What a scheduler sees of one path. Only established paths appear.
 #[derive(Clone, Debug)]
@@ -46,6 +69,15 @@ impl PathView {
     /// Window room in packets.
     pub fn room(&self) -> u64 {
         self.cwnd.saturating_sub(self.in_flight)
+    }
+    /// Estimated throughput in bytes per second: the measured delivery rate, or
+    /// cwnd · `packet_size` ÷ sRTT until one is measured.
+    pub fn throughput(&self, packet_size: u64) -> f64 {
+        self.delivery_rate.unwrap_or_else(|| {
+            // A zero sRTT (no sample, zero initial RTT) must not make a path look infinitely fast.
+            let srtt = self.srtt.as_secs_f64().max(1e-6);
+            (self.cwnd * packet_size) as f64 / srtt
+        })
     }
 }
 
@@ -129,6 +161,14 @@ impl<'a> View<'a> {
     pub fn sendable(&self) -> impl Iterator<Item = &PathView> {
         self.paths.iter().filter(|p| p.can_send)
     }
+    /// The path with the smallest sRTT, whether it can send or not (ties: the lower id).
+    pub fn fastest(&self) -> Option<&PathView> {
+        self.paths.iter().min_by_key(|p| (p.srtt, p.id))
+    }
+    /// minRTT's choice: the path that can send with the smallest sRTT (ties: the lower id).
+    pub fn fastest_sendable(&self) -> Option<&PathView> {
+        self.sendable().min_by_key(|p| (p.srtt, p.id))
+    }
     /// Is `seq` in flight on `path`?
     pub fn in_flight_on(&self, seq: u64, path: PathId) -> bool {
         let mut found = false;
@@ -204,6 +244,47 @@ pub const SCHEDULERS: &[(&str, &str)] = &[
     ),
     ("lrf", "Kondo et al.'s lowest-RTT-first, the same rule as minrtt"),
     ("round-robin", "cycle through the paths that have window room"),
+    (
+        "lpc",
+        "Kondo et al.'s largest packet credits: the path with the most window room",
+    ),
+    (
+        "let",
+        "Kondo et al.'s largest estimated throughput: the path with the largest cwnd / sRTT",
+    ),
+    (
+        "gr-sty",
+        "Kondo et al.'s greedy sticky: choose like minrtt, then stay on that path while it has room",
+    ),
+    (
+        "tp-sty",
+        "Kondo et al.'s throughput sticky: leave a full path only for one with a larger throughput",
+    ),
+    (
+        "tr-sty",
+        "Kondo et al.'s throughput-RTT sticky: as tp-sty, or for a path with a smaller RTT",
+    ),
+    (
+        "blest",
+        "BLEST (Ferlin et al. 2016): minrtt, unless a slow path would stall the fast one on the reorder buffer",
+    ),
+    (
+        "ecf",
+        "ECF (Lim et al. 2017): minrtt, but wait for the fast path when it would finish sooner",
+    ),
+    (
+        "redundant",
+        "ReMP-style: request every packet on every path with room; the first copy counts",
+    ),
+    (
+        "pscheduler",
+        "Pscheduler (JSAC 2025): paths pick packets at the Eq. 7 offset, with task-tail redundancy",
+    ),
+    ("pscheduler-nr", "Pscheduler without redundancy (the paper's Ps-nr)"),
+    (
+        "mprd",
+        "MPRD (ICDCS 2025): a forward server and reverse servers at Eq. 2 offsets, reassigned at crossover",
+    ),
 ];
 
 /// The scheduler registered as `name`, seeded for any random choice it makes.
@@ -212,6 +293,17 @@ pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
     Some(match name {
         "default" | "minrtt" | "lrf" => Box::new(MinRtt),
         "round-robin" | "rr" => Box::new(RoundRobin::default()),
+        "lpc" => Box::new(Lpc),
+        "let" => Box::new(Let),
+        "gr-sty" => Box::new(GrSty::default()),
+        "tp-sty" => Box::new(TpSty::default()),
+        "tr-sty" => Box::new(TrSty::default()),
+        "blest" => Box::new(Blest::default()),
+        "ecf" => Box::new(Ecf::default()),
+        "redundant" => Box::new(Redundant),
+        "pscheduler" => Box::new(Pscheduler::new()),
+        "pscheduler-nr" => Box::new(Pscheduler::without_redundancy()),
+        "mprd" => Box::new(Mprd::default()),
         _ => return None,
     })
 }
