@@ -226,27 +226,3 @@ impl<C: Controller> Model<C> {
         queued.iter().sum::<f64>() / queued.len() as f64
     }
 }
-#[cfg(test)]
-mod dbg_e2e {
-    use crate::cc;
-    use crate::harness::{Harness, PathSpec};
-    use crate::scheduler;
-    use crate::{DownloadConfig, Duration};
-    #[test]
-    fn dbg_e2e() {
-        for name in ["newreno", "cubic", "bbr", "copa", "vivace", "compound", "lia", "olia", "balia"] {
-            for (label, specs) in [
-                ("1p", vec![PathSpec::new(10_000_000, Duration::from_millis(15), 0.0)]),
-                ("2p", vec![PathSpec::new(10_000_000, Duration::from_millis(15), 0.0), PathSpec::new(10_000_000, Duration::from_millis(45), 0.01)]),
-            ] {
-                let mut config = DownloadConfig::new(Default::default(), 10_000_000, 1400);
-                config.seed = 3;
-                let factory = cc::by_name(name).unwrap();
-                let mut h = Harness::new(config, scheduler::by_name("minrtt", 3).unwrap(), factory.as_ref(), &specs, 3);
-                let done = h.run(Duration::from_secs(120));
-                let s = h.client.stats();
-                eprintln!("{name:9} {label} done {done} goodput {:.2} Mbit/s agg {:.3} losses {} completion {:?}", s.goodput_bps() / 1e6, s.aggregation(h.capacity_bps()), s.losses, s.completion_time());
-            }
-        }
-    }
-}
