@@ -1,6 +1,7 @@
 //! The `pcdn` command: one binary for the laboratory and the delivery stack.
 
 mod bench;
+mod sim;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +21,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List the schedulers and congestion controls pcdn knows.
     List,
+    /// Run a scenario file in the deterministic network simulator and compare schedulers.
+    Sim(sim::SimArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,15 +30,9 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::List => {
-            println!("schedulers:");
-            for (name, about) in pcdn_core::scheduler::SCHEDULERS {
-                println!("  {name:<14} {about}");
-            }
-            println!("congestion controls:");
-            for (name, about) in pcdn_core::cc::CONTROLLERS {
-                println!("  {name:<14} {about}");
-            }
+            sim::print_list();
             Ok(())
         }
+        Command::Sim(args) => sim::run(args),
     }
 }

@@ -20,7 +20,10 @@ fn help_explains_the_commands() {
 fn version_prints_the_crate_version() {
     let out = pcdn().arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), format!("pcdn {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("pcdn {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
@@ -28,7 +31,10 @@ fn list_names_every_registered_scheduler_and_controller() {
     let out = pcdn().arg("list").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for (name, _) in pcdn_core::scheduler::SCHEDULERS.iter().chain(pcdn_core::cc::CONTROLLERS) {
+    for (name, _) in pcdn_core::scheduler::SCHEDULERS
+        .iter()
+        .chain(pcdn_core::cc::CONTROLLERS)
+    {
         assert!(text.contains(name), "{name} missing from `pcdn list`");
     }
 }
@@ -43,7 +49,10 @@ fn a_bad_size_is_a_clear_error() {
 
 #[test]
 fn the_core_bench_runs_and_reports() {
-    let out = pcdn().args(["bench", "core", "--size", "2M", "--runs", "1", "--json"]).output().unwrap();
+    let out = pcdn()
+        .args(["bench", "core", "--size", "2M", "--runs", "1", "--json"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["packets"], 2_000_000u64.div_ceil(1400));

@@ -13,7 +13,13 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Elements(probe.data_packets));
     group.bench_function("mprd_high_rate_5_servers", |b| {
-        b.iter(|| World::new(&spec, "minrtt", "cubic", 1).unwrap().run().unwrap().data_packets)
+        b.iter(|| {
+            World::new(&spec, "minrtt", "cubic", 1)
+                .unwrap()
+                .run()
+                .unwrap()
+                .data_packets
+        })
     });
     group.finish();
 }

@@ -37,24 +37,87 @@ fn world(size_mb: u64, task_mb: Option<u64>, servers: Vec<ServerSpec>) -> WorldS
 fn main() {
     let mut names: Vec<String> = std::env::args().skip(1).collect();
     if names.is_empty() {
-        names = ["minrtt", "blest", "ecf", "pscheduler", "pscheduler-nr", "mprd", "default"].map(String::from).to_vec();
+        names = [
+            "minrtt",
+            "blest",
+            "ecf",
+            "pscheduler",
+            "pscheduler-nr",
+            "mprd",
+            "default",
+        ]
+        .map(String::from)
+        .to_vec();
     }
     let worlds = [
-        ("mprd low 5, no loss", "bbr", world(50, None, vec![
-            server("cdn", true, 10, 10, 0.0), server("e1", false, 4, 20, 0.0), server("e2", false, 4, 20, 0.0),
-            server("e3", false, 3, 20, 0.0), server("e4", false, 1, 20, 0.0)])),
-        ("mprd low 3, e1 10% loss", "bbr", world(50, None, vec![
-            server("cdn", true, 10, 10, 0.0), server("e1", false, 4, 20, 0.1), server("e2", false, 4, 20, 0.0)])),
-        ("mprd low 5, e1 10% loss", "bbr", world(50, None, vec![
-            server("cdn", true, 10, 10, 0.0), server("e1", false, 4, 20, 0.1), server("e2", false, 4, 20, 0.0),
-            server("e3", false, 3, 20, 0.0), server("e4", false, 1, 20, 0.0)])),
-        ("ps fig15 rtt 30/90, 1MB tasks", "bbr", world(20, Some(1), vec![
-            server("p1", false, 10, 15, 0.0), server("p2", false, 10, 45, 0.0)])),
-        ("ps fig18 5 paths", "bbr", world(20, Some(1), (0..5).map(|i| server("p", false, 5, 15 + 5 * i, 0.0)).collect())),
+        (
+            "mprd low 5, no loss",
+            "bbr",
+            world(
+                50,
+                None,
+                vec![
+                    server("cdn", true, 10, 10, 0.0),
+                    server("e1", false, 4, 20, 0.0),
+                    server("e2", false, 4, 20, 0.0),
+                    server("e3", false, 3, 20, 0.0),
+                    server("e4", false, 1, 20, 0.0),
+                ],
+            ),
+        ),
+        (
+            "mprd low 3, e1 10% loss",
+            "bbr",
+            world(
+                50,
+                None,
+                vec![
+                    server("cdn", true, 10, 10, 0.0),
+                    server("e1", false, 4, 20, 0.1),
+                    server("e2", false, 4, 20, 0.0),
+                ],
+            ),
+        ),
+        (
+            "mprd low 5, e1 10% loss",
+            "bbr",
+            world(
+                50,
+                None,
+                vec![
+                    server("cdn", true, 10, 10, 0.0),
+                    server("e1", false, 4, 20, 0.1),
+                    server("e2", false, 4, 20, 0.0),
+                    server("e3", false, 3, 20, 0.0),
+                    server("e4", false, 1, 20, 0.0),
+                ],
+            ),
+        ),
+        (
+            "ps fig15 rtt 30/90, 1MB tasks",
+            "bbr",
+            world(
+                20,
+                Some(1),
+                vec![server("p1", false, 10, 15, 0.0), server("p2", false, 10, 45, 0.0)],
+            ),
+        ),
+        (
+            "ps fig18 5 paths",
+            "bbr",
+            world(
+                20,
+                Some(1),
+                (0..5).map(|i| server("p", false, 5, 15 + 5 * i, 0.0)).collect(),
+            ),
+        ),
     ];
     for (label, cc, spec) in &worlds {
         println!("\n{label} ({cc}), capacity {:.1} Mbit/s", spec.capacity_bps() / 1e6);
-        println!("{:<14} {:>6} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7}", "scheduler", "aggr", "ofo mean", "ofo max", "wait ms", "p99 ms", "done s", "waste");
+        println!(
+            "{:<14} {:>6} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7}",
+            "scheduler", "aggr", "ofo mean", "ofo max", "wait ms", "p99 ms", "done s", "waste"
+        );
         for name in &names {
             let out = run(spec, name, cc, 1).unwrap();
             let s = &out.stats;

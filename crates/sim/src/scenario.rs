@@ -109,19 +109,17 @@ impl Scenario {
             key: None,
             message: format!("cannot read the scenario: {e}"),
         })?;
-        let base_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let base_dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         Scenario::parse(&text, &file, base_dir)
     }
 
     /// Parses and validates scenario text. `file` names it in messages and gives the default
     /// name; trace files resolve relative to `base_dir`.
     pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<Scenario, ScenarioError> {
-        let ctx = Ctx {
-            file,
-            text,
-            base_dir,
-            sweep: None,
-        };
+        let ctx = Ctx { file, text, base_dir };
         let doc = DeTable::parse(text).map_err(|e| ScenarioError {
             file: file.to_owned(),
             line: e.span().map(|s| line_at(text, s.start)),
@@ -136,15 +134,18 @@ impl Scenario {
                 .file_stem()
                 .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
         });
-        let Some(sweep) = &raw.sweep else {
+        let sweep_key = raw.sweep.as_ref().map(|s| s.key.clone());
+        // The file as written, without the sweep: its own mistakes are reported without
+        // blaming a sweep value, even when every point repeats them.
+        let base = ctx.build(&tree, raw, None);
+        let Some(key) = sweep_key else {
             return Ok(Scenario {
                 name,
                 file: file.to_owned(),
                 sweep_key: None,
-                points: vec![ctx.build(&tree, raw, None)?],
+                points: vec![base?],
             });
         };
-        let key = sweep.key.clone();
         let values = sweep_values(&tree);
         if values.is_empty() {
             return Err(ctx.err(&tree, "sweep.values", "expected at least one value to sweep over"));
@@ -160,18 +161,24 @@ impl Scenario {
                 Ok(set) => matches!(set, tree::Set::Added),
                 Err(m) => return Err(ctx.err(&tree, "sweep.key", format!("\"{key}\": {m}"))),
             };
-            let point_ctx = Ctx {
-                sweep: Some((i, label.as_str())),
-                ..ctx
+            let blame = |mut e: ScenarioError| {
+                if let Err(b) = &base
+                    && (&b.key, &b.message) == (&e.key, &e.message)
+                {
+                    return b.clone();
+                }
+                e.message
+                    .push_str(&format!(" (with sweep value {} of sweep.values, \"{label}\")", i + 1));
+                e
             };
-            let raw = point_ctx.deserialize(&swept).map_err(|e| {
+            let raw = ctx.deserialize(&swept).map_err(|e| {
                 if added && e.key.as_deref() == Some(key.as_str()) && e.message.starts_with("unknown key") {
                     ctx.err(&tree, "sweep.key", format!("\"{key}\" does not exist: {}", e.message))
                 } else {
-                    e
+                    blame(e)
                 }
             })?;
-            points.push(point_ctx.build(&swept, raw, Some(label.clone()))?);
+            points.push(ctx.build(&swept, raw, Some(label.clone())).map_err(blame)?);
         }
         Ok(Scenario {
             name,
@@ -234,7 +241,11 @@ fn sweep_values<'i>(tree: &Tree<'i>) -> Vec<Spanned<DeValue<'i>>> {
 
 /// 1-based line of a byte offset.
 fn line_at(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 // ---- the document as serde reads it (after `tree::desugar`) ----
@@ -352,27 +363,21 @@ fn default_uplink(link: &LinkConfig) -> LinkConfig {
     }
 }
 
-/// What every error of one load needs: the file, its text, and which sweep value is applied.
+/// What every error of one load needs: the file and its text (for line numbers).
 #[derive(Clone, Copy)]
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
     base_dir: &'a Path,
-    /// Index and label of the sweep value applied, if any.
-    sweep: Option<(usize, &'a str)>,
 }
 
-impl<'a> Ctx<'a> {
+impl Ctx<'_> {
     fn error(&self, line: Option<usize>, key: Option<String>, message: impl Into<String>) -> ScenarioError {
-        let mut message = message.into();
-        if let Some((i, label)) = self.sweep {
-            message.push_str(&format!(" (with sweep value {} of sweep.values, \"{label}\")", i + 1));
-        }
         ScenarioError {
             file: self.file.to_owned(),
             line,
             key,
-            message,
+            message: message.into(),
         }
     }
 
@@ -394,10 +399,11 @@ impl<'a> Ctx<'a> {
         serde_path_to_error::deserialize::<_, Raw>(de).map_err(|e| {
             let (key, in_bottleneck_link) = render_path(e.path(), tree);
             let inner = e.into_inner();
-            let line = inner
-                .span()
-                .map(|s| line_at(self.text, s.start))
-                .or_else(|| key.as_deref().and_then(|k| tree::span_of(tree, k)).map(|s| line_at(self.text, s.start)));
+            let line = inner.span().map(|s| line_at(self.text, s.start)).or_else(|| {
+                key.as_deref()
+                    .and_then(|k| tree::span_of(tree, k))
+                    .map(|s| line_at(self.text, s.start))
+            });
             let mut message = inner
                 .message()
                 .trim_end()
@@ -419,7 +425,10 @@ impl<'a> Ctx<'a> {
             return Err(err("repeat", "expected at least 1 run per scheduler, got 0".into()));
         }
         if raw.duration.is_zero() {
-            return Err(err("duration", "expected a positive virtual-time limit such as \"60s\"".into()));
+            return Err(err(
+                "duration",
+                "expected a positive virtual-time limit such as \"60s\"".into(),
+            ));
         }
         let content = &raw.content;
         if content.size == 0 {
@@ -429,11 +438,17 @@ impl<'a> Ctx<'a> {
         if content.packet_size == 0 || content.packet_size > max_payload {
             return Err(err(
                 "content.packet_size",
-                format!("expected payload bytes in 1..={max_payload}, got {}", content.packet_size),
+                format!(
+                    "expected payload bytes in 1..={max_payload}, got {}",
+                    content.packet_size
+                ),
             ));
         }
         if content.task_size == Some(0) {
-            return Err(err("content.task_size", "expected a positive size such as \"2MB\"".into()));
+            return Err(err(
+                "content.task_size",
+                "expected a positive size such as \"2MB\"".into(),
+            ));
         }
         if raw.client.reorder_buffer < u64::from(content.packet_size) {
             return Err(err(
@@ -445,9 +460,23 @@ impl<'a> Ctx<'a> {
             ));
         }
         let scheduler_ok = |n: &str| scheduler::by_name(n, 0).is_some();
-        self.check_names(tree, "client.schedulers", "scheduler", &raw.client.schedulers, scheduler::SCHEDULERS, scheduler_ok)?;
+        self.check_names(
+            tree,
+            "client.schedulers",
+            "scheduler",
+            &raw.client.schedulers,
+            scheduler::SCHEDULERS,
+            scheduler_ok,
+        )?;
         let cc_ok = |n: &str| cc::by_name(n).is_some();
-        self.check_names(tree, "client.cc", "congestion control", &raw.client.cc, cc::CONTROLLERS, cc_ok)?;
+        self.check_names(
+            tree,
+            "client.cc",
+            "congestion control",
+            &raw.client.cc,
+            cc::CONTROLLERS,
+            cc_ok,
+        )?;
 
         if raw.server.is_empty() {
             return Err(self.error(
@@ -462,7 +491,10 @@ impl<'a> Ctx<'a> {
             if s.name.is_empty() || s.name.contains('.') || s.name.trim() != s.name {
                 return Err(err(
                     &format!("server.{i}.name"),
-                    format!("expected a non-empty name without dots or surrounding spaces, got \"{}\"", s.name),
+                    format!(
+                        "expected a non-empty name without dots or surrounding spaces, got \"{}\"",
+                        s.name
+                    ),
                 ));
             }
             if let Some(first) = index_of.insert(s.name.clone(), i) {
@@ -506,6 +538,7 @@ impl<'a> Ctx<'a> {
         }
 
         let mut bottlenecks = Vec::with_capacity(raw.bottleneck.len());
+        let mut behind: Vec<Option<usize>> = vec![None; servers.len()];
         for (i, b) in raw.bottleneck.into_iter().enumerate() {
             let key = format!("bottleneck.{i}");
             if b.servers.is_empty() {
@@ -524,7 +557,16 @@ impl<'a> Ctx<'a> {
                     ));
                 };
                 if members.contains(&index) {
-                    return Err(err(&format!("{key}.servers"), format!("server \"{name}\" is listed twice")));
+                    return Err(err(
+                        &format!("{key}.servers"),
+                        format!("server \"{name}\" is listed twice"),
+                    ));
+                }
+                if let Some(other) = behind[index].replace(i) {
+                    return Err(err(
+                        &format!("{key}.servers"),
+                        format!("server \"{name}\" is already behind bottleneck {other} (one bottleneck per server)"),
+                    ));
                 }
                 members.push(index);
             }
@@ -573,7 +615,11 @@ impl<'a> Ctx<'a> {
                 ));
             }
             if names[..i].contains(name) {
-                return Err(self.err(tree, &format!("{key}.{i}"), format!("{what} \"{name}\" is listed twice")));
+                return Err(self.err(
+                    tree,
+                    &format!("{key}.{i}"),
+                    format!("{what} \"{name}\" is listed twice"),
+                ));
             }
         }
         Ok(())

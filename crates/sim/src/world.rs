@@ -169,34 +169,39 @@ fn link_rate_bps(link: &LinkConfig) -> f64 {
     }
 }
 
-/// A datagram in flight, kept small: a simulation holds thousands in its queues, and
-/// 1.4 kB buffers that have gone cold in the cache cost more to touch than everything else.
-/// The synthetic content is all zeros, so a DATA travels as its header and payload length
-/// and is rebuilt, byte for byte, when it arrives.
+/// A datagram in flight, kept small: a simulation holds thousands in its queues and moves each
+/// one several times per link, so every byte of it is copied over and over. The synthetic
+/// content is all zeros, so a DATA travels as its header and payload length and is rebuilt,
+/// byte for byte, when it arrives; anything else (REQUEST, HELLO, WELCOME, ...) travels in a
+/// buffer that goes back to the world's spares when it is delivered.
 enum Datagram {
-    Small { len: u8, bytes: [u8; SMALL] },
-    ZeroData { header: [u8; wire::DATA_HEADER_LEN], payload: u16 },
-    Other(Vec<u8>),
+    ZeroData {
+        header: [u8; wire::DATA_HEADER_LEN],
+        payload: u16,
+    },
+    Bytes(Vec<u8>),
 }
 
-/// Largest datagram stored inline (REQUESTs with a few ranges, HELLO, WELCOME, REJECT).
-const SMALL: usize = 128;
-
 impl Datagram {
-    fn compact(bytes: &[u8]) -> Datagram {
+    /// `bytes` in compact form; a buffer is taken from `spares` when one is needed.
+    fn compact(bytes: &[u8], spares: &mut Vec<Vec<u8>>) -> Datagram {
         let header = wire::DATA_HEADER_LEN;
         if bytes.len() >= header && bytes[1] == wire::kind::DATA {
-            debug_assert!(bytes[header..].iter().all(|&b| b == 0), "simulated content is all zeros");
+            debug_assert!(
+                bytes[header..].iter().all(|&b| b == 0),
+                "simulated content is all zeros"
+            );
             let mut h = [0u8; wire::DATA_HEADER_LEN];
             h.copy_from_slice(&bytes[..header]);
-            return Datagram::ZeroData { header: h, payload: (bytes.len() - header) as u16 };
+            return Datagram::ZeroData {
+                header: h,
+                payload: (bytes.len() - header) as u16,
+            };
         }
-        if bytes.len() <= SMALL {
-            let mut b = [0u8; SMALL];
-            b[..bytes.len()].copy_from_slice(bytes);
-            return Datagram::Small { len: bytes.len() as u8, bytes: b };
-        }
-        Datagram::Other(bytes.to_vec())
+        let mut buf = spares.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(bytes);
+        Datagram::Bytes(buf)
     }
 }
 
@@ -254,6 +259,9 @@ pub struct World {
     buf: Vec<u8>,
     /// Where compact DATA datagrams are rebuilt on delivery: a header, then zeros.
     rx: Vec<u8>,
+    /// Buffers of delivered non-DATA datagrams, for the next ones (those lost in the network
+    /// are simply freed).
+    spares: Vec<Vec<u8>>,
     data_packets: u64,
     content: ZeroContent,
     seed: u64,
@@ -357,6 +365,7 @@ impl World {
             now: Instant::ZERO,
             buf: Vec::with_capacity(wire::MAX_DATAGRAM),
             rx: vec![0; wire::MAX_DATAGRAM],
+            spares: Vec::new(),
             data_packets: 0,
             content,
             seed,
@@ -366,8 +375,8 @@ impl World {
     }
 
     /// The datagram just written into `self.buf`, in its compact form.
-    fn datagram(&self) -> Datagram {
-        Datagram::compact(&self.buf)
+    fn datagram(&mut self) -> Datagram {
+        Datagram::compact(&self.buf, &mut self.spares)
     }
 
     /// Puts everything the nodes that had an input want to send on the network, and notes
@@ -514,12 +523,11 @@ impl World {
 
     fn deliver(&mut self, route: RouteId, datagram: Datagram) {
         let bytes: &[u8] = match &datagram {
-            Datagram::Small { len, bytes } => &bytes[..usize::from(*len)],
             Datagram::ZeroData { header, payload } => {
                 self.rx[..wire::DATA_HEADER_LEN].copy_from_slice(header);
                 &self.rx[..wire::DATA_HEADER_LEN + usize::from(*payload)]
             }
-            Datagram::Other(v) => v,
+            Datagram::Bytes(v) => v,
         };
         match self.endpoints[route.0 as usize] {
             Endpoint::Client { server } => {
@@ -534,6 +542,9 @@ impl World {
                     node.dirty = true;
                 }
             }
+        }
+        if let Datagram::Bytes(v) = datagram {
+            self.spares.push(v);
         }
     }
 }

@@ -147,7 +147,10 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
             });
         }
     });
-    slots.into_iter().map(|m| m.into_inner().expect("not poisoned")).collect()
+    slots
+        .into_iter()
+        .map(|m| m.into_inner().expect("not poisoned"))
+        .collect()
 }
 
 /// Groups consecutive runs of the same point × scheduler × cc (the order of

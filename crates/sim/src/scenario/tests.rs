@@ -128,7 +128,10 @@ fn defaults_fill_everything_optional() {
     let p = &s.points[0];
     assert_eq!(p.sweep, None);
     assert_eq!((p.seed, p.repeat), (1, 1));
-    assert_eq!((p.schedulers.as_slice(), p.ccs.as_slice()), (&["default".to_owned()][..], &["cubic".to_owned()][..]));
+    assert_eq!(
+        (p.schedulers.as_slice(), p.ccs.as_slice()),
+        (&["default".to_owned()][..], &["cubic".to_owned()][..])
+    );
     assert_eq!(p.world.duration, Duration::from_secs(60));
     assert_eq!(p.world.packet_size, 1400);
     assert_eq!(p.world.task_size, None);
@@ -163,7 +166,10 @@ changes = [{ at = "5s", loss = 0.2 }, { at = "6s", jitter = "3ms" }, { at = "7s"
     assert_eq!(w.content_length, 1 << 20);
     assert_eq!(w.task_size, Some(256 << 10));
     let a = &w.servers[0];
-    assert_eq!((a.fail_at, a.recover_at), (Some(Duration::from_secs(10)), Some(Duration::from_secs(12))));
+    assert_eq!(
+        (a.fail_at, a.recover_at),
+        (Some(Duration::from_secs(10)), Some(Duration::from_secs(12)))
+    );
     assert_eq!(a.upload_limit, Some(4_000_000));
     assert_eq!(a.link.jitter, Jitter::normal(ms(2), true));
     assert_eq!(a.link.queue, QueueLimit::packets(50));
@@ -188,21 +194,29 @@ fn trace_files_resolve_relative_to_the_scenario_folder() {
     )
     .unwrap();
     let s = Scenario::load(&file).unwrap();
-    assert_eq!(s.points[0].world.servers[0].link.rate, Rate::Trace(crate::link::Trace::constant(1)));
+    assert_eq!(
+        s.points[0].world.servers[0].link.rate,
+        Rate::Trace(crate::link::Trace::constant(1))
+    );
     std::fs::write(
         &file,
         "[content]\nsize = 1000\n[[server]]\nname = \"a\"\nlink = { rate = { trace_file = \"nope.down\" } }\n",
     )
     .unwrap();
     let e = Scenario::load(&file).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}:5: server.a.link.rate: ", file.display())), "{e}");
+    assert!(
+        e.starts_with(&format!("{}:5: server.a.link.rate: ", file.display())),
+        "{e}"
+    );
     assert!(e.contains("nope.down"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_missing_file_is_named() {
-    let e = Scenario::load(Path::new("no/such/scenario.toml")).unwrap_err().to_string();
+    let e = Scenario::load(Path::new("no/such/scenario.toml"))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("no/such/scenario.toml: cannot read"), "{e}");
 }
 
@@ -216,22 +230,34 @@ fn bad_values_name_the_file_line_key_and_expectation() {
     assert!(e.contains("got \"fast\""), "{e}");
 
     let e = error_of(&SMALL.replace("delay = \"30ms\"", "delay = \"30\""));
-    assert!(e.starts_with("scenarios/x.toml:13: server.edge1.link.delay: expected a duration"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:13: server.edge1.link.delay: expected a duration"),
+        "{e}"
+    );
 
     let e = error_of(&SMALL.replace("size = \"200kB\"", "size = \"200kbit\""));
-    assert!(e.starts_with("scenarios/x.toml:4: content.size: expected a size"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:4: content.size: expected a size"),
+        "{e}"
+    );
 
     let e = error_of(&SMALL.replace("duration = \"30s\"", "duration = 30"));
     assert!(e.starts_with("scenarios/x.toml:2: duration: "), "{e}");
 
     let e = error_of(&SMALL.replace("origin = true", "origin = \"yes\""));
-    assert!(e.starts_with("scenarios/x.toml:9: server.cdn.origin: invalid type"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:9: server.cdn.origin: invalid type"),
+        "{e}"
+    );
 
     let e = error_of(&format!("{SMALL}fail_at = \"soon\"\n"));
     assert!(e.contains("server.edge1.fail_at: expected a duration"), "{e}");
 
     let e = error_of(&SMALL.replace("delay = \"30ms\"", "delay = \"30ms\", loss = 1.5"));
-    assert!(e.contains("server.edge1.link: invalid loss model: bernoulli = 1.5"), "{e}");
+    assert!(
+        e.contains("server.edge1.link: invalid loss model: bernoulli = 1.5"),
+        "{e}"
+    );
 
     let e = error_of("seed = -1\n[content]\nsize = 1\n");
     assert!(e.starts_with("scenarios/x.toml:1: seed: invalid value"), "{e}");
@@ -240,13 +266,27 @@ fn bad_values_name_the_file_line_key_and_expectation() {
 #[test]
 fn unknown_keys_are_named() {
     let e = error_of(&SMALL.replace("delay = \"30ms\"", "delai = \"30ms\""));
-    assert!(e.starts_with("scenarios/x.toml:13: server.edge1.link.delai: unknown key `delai`"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:13: server.edge1.link.delai: unknown key `delai`"),
+        "{e}"
+    );
     let e = error_of(&format!("colour = \"blue\"\n{SMALL}"));
-    assert!(e.starts_with("scenarios/x.toml:1: colour: unknown key `colour`, expected one of the keys"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:1: colour: unknown key `colour`, expected one of the keys"),
+        "{e}"
+    );
     let e = error_of(&SMALL.replace("[client]", "[client]\nscheduler = \"minrtt\""));
-    assert!(e.starts_with("scenarios/x.toml:6: client.scheduler: unknown key `scheduler`"), "{e}");
-    let e = error_of(&format!("{SMALL}[[bottleneck]]\nrate = \"1mbit\"\nserver = [\"cdn\"]\n"));
-    assert!(e.contains(":16: bottleneck.0.server: unknown key `server`, expected one of the keys `servers`, `rate`"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:6: client.scheduler: unknown key `scheduler`"),
+        "{e}"
+    );
+    let e = error_of(&format!(
+        "{SMALL}[[bottleneck]]\nrate = \"1mbit\"\nserver = [\"cdn\"]\n"
+    ));
+    assert!(
+        e.contains(":16: bottleneck.0.server: unknown key `server`, expected one of the keys `servers`, `rate`"),
+        "{e}"
+    );
     let e = error_of(&format!("{SMALL}[sweep]\nkey = \"duration\"\nvalue = [\"1s\"]\n"));
     assert!(e.contains(":16: sweep.value: unknown key `value`"), "{e}");
 }
@@ -254,7 +294,10 @@ fn unknown_keys_are_named() {
 #[test]
 fn missing_keys_and_toml_syntax_errors() {
     let e = error_of("[[server]]\nname = \"a\"\nlink = {}\n");
-    assert!(e.starts_with("scenarios/x.toml") && e.ends_with("missing key `content`"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml") && e.ends_with("missing key `content`"),
+        "{e}"
+    );
     let e = error_of(&SMALL.replace("name = \"edge1\"\n", ""));
     assert!(e.contains("server.1: missing key `name`"), "{e}");
     let e = error_of(&SMALL.replace("size = \"200kB\"", "size = "));
@@ -272,41 +315,72 @@ fn unknown_schedulers_and_controls_list_the_known_ones() {
         assert!(e.contains(name), "{name} missing from {e}");
     }
     let e = error_of(&SMALL.replace("[client]", "[client]\ncc = [\"cubic\", \"vegas\"]"));
-    assert!(e.contains("client.cc.1: unknown congestion control \"vegas\"; known: "), "{e}");
+    assert!(
+        e.contains("client.cc.1: unknown congestion control \"vegas\"; known: "),
+        "{e}"
+    );
     for (name, _) in pcdn_core::cc::CONTROLLERS {
         assert!(e.contains(name), "{name} missing from {e}");
     }
     let e = error_of(&SMALL.replace("\"round-robin\"", "\"default\""));
-    assert!(e.contains("client.schedulers.1: scheduler \"default\" is listed twice"), "{e}");
+    assert!(
+        e.contains("client.schedulers.1: scheduler \"default\" is listed twice"),
+        "{e}"
+    );
     let e = error_of(&SMALL.replace("schedulers = [\"default\", \"round-robin\"]", "schedulers = []"));
-    assert!(e.contains("client.schedulers: expected at least one scheduler name"), "{e}");
+    assert!(
+        e.contains("client.schedulers: expected at least one scheduler name"),
+        "{e}"
+    );
 }
 
 #[test]
 fn servers_and_bottlenecks_are_checked() {
     let e = error_of("[content]\nsize = 1\n");
-    assert_eq!(e, "scenarios/x.toml: server: a scenario needs at least one [[server]] table");
+    assert_eq!(
+        e,
+        "scenarios/x.toml: server: a scenario needs at least one [[server]] table"
+    );
     let e = error_of(&SMALL.replace("\"edge1\"", "\"cdn\""));
     assert!(
         e.starts_with("scenarios/x.toml:12: server.1.name: duplicate server name \"cdn\" (server 0 has it too)"),
         "{e}"
     );
     let e = error_of(&SMALL.replace("\"edge1\"", "\"edge.1\""));
-    assert!(e.contains("server.1.name: expected a non-empty name without dots"), "{e}");
-    let e = error_of(&format!("{SMALL}[[bottleneck]]\nrate = \"1mbit\"\nservers = [\"cdn\", \"edge2\"]\n"));
+    assert!(
+        e.contains("server.1.name: expected a non-empty name without dots"),
+        "{e}"
+    );
+    let e = error_of(&format!(
+        "{SMALL}[[bottleneck]]\nrate = \"1mbit\"\nservers = [\"cdn\", \"edge2\"]\n"
+    ));
     assert!(
         e.starts_with("scenarios/x.toml:16: bottleneck.0.servers: unknown server \"edge2\"; known: cdn, edge1"),
         "{e}"
     );
+    let two = "[[bottleneck]]\nservers = [\"cdn\"]\n[[bottleneck]]\nservers = [\"edge1\", \"cdn\"]\n";
+    let e = error_of(&format!("{SMALL}{two}"));
+    assert!(
+        e.contains(":17: bottleneck.1.servers: server \"cdn\" is already behind bottleneck 0"),
+        "{e}"
+    );
     let e = error_of(&format!("{SMALL}[[bottleneck]]\nrate = \"1mbit\"\nservers = []\n"));
     assert!(e.contains("bottleneck.0.servers: expected the names"), "{e}");
-    let e = error_of(&format!("{SMALL}[[bottleneck]]\nrate = \"1mbps\"\nservers = [\"cdn\"]\n"));
-    assert!(e.starts_with("scenarios/x.toml:15: bottleneck.0.rate: expected a rate"), "{e}");
+    let e = error_of(&format!(
+        "{SMALL}[[bottleneck]]\nrate = \"1mbps\"\nservers = [\"cdn\"]\n"
+    ));
+    assert!(
+        e.starts_with("scenarios/x.toml:15: bottleneck.0.rate: expected a rate"),
+        "{e}"
+    );
     assert!(e.contains("ambiguous"), "{e}");
     let e = error_of(&format!("{SMALL}recover_at = \"5s\"\n"));
     assert!(e.contains("server.edge1.recover_at: recover_at needs a fail_at"), "{e}");
     let e = error_of(&format!("{SMALL}recover_at = \"5s\"\nfail_at = \"6s\"\n"));
-    assert!(e.contains("server.edge1.recover_at: expected a time after fail_at"), "{e}");
+    assert!(
+        e.contains("server.edge1.recover_at: expected a time after fail_at"),
+        "{e}"
+    );
     let e = error_of(&SMALL.replace("[content]", "repeat = 0\n[content]"));
     assert!(e.contains(":3: repeat: expected at least 1"), "{e}");
     let e = error_of(&SMALL.replace("size = \"200kB\"", "size = \"200kB\"\npacket_size = 1500"));
@@ -352,9 +426,15 @@ fn bad_sweeps_are_errors() {
         "scenarios/x.toml:15: sweep.key: \"server.edge9.link.delay\": server has no element \"edge9\" (known: cdn, edge1)"
     );
     let e = with("server.edge1.uplink.delay", "[\"1ms\"]");
-    assert!(e.ends_with("sweep.key: \"server.edge1.uplink.delay\": server.edge1.uplink does not exist"), "{e}");
+    assert!(
+        e.ends_with("sweep.key: \"server.edge1.uplink.delay\": server.edge1.uplink does not exist"),
+        "{e}"
+    );
     let e = with("server.edge1.link.delai", "[\"1ms\"]");
-    assert!(e.contains(":15: sweep.key: \"server.edge1.link.delai\" does not exist: unknown key `delai`"), "{e}");
+    assert!(
+        e.contains(":15: sweep.key: \"server.edge1.link.delai\" does not exist: unknown key `delai`"),
+        "{e}"
+    );
     let e = with("colour", "[1]");
     assert!(e.contains("sweep.key: \"colour\" does not exist"), "{e}");
     let e = with("content.size.x", "[1]");
@@ -363,10 +443,19 @@ fn bad_sweeps_are_errors() {
     assert!(e.contains(":16: sweep.values: expected at least one value"), "{e}");
     // A bad value points at the sweep's values and says which one.
     let e = with("server.edge1.link.delay", "[\"1ms\", \"soon\"]");
-    assert!(e.starts_with("scenarios/x.toml:16: server.edge1.link.delay: expected a duration"), "{e}");
+    assert!(
+        e.starts_with("scenarios/x.toml:16: server.edge1.link.delay: expected a duration"),
+        "{e}"
+    );
     assert!(e.ends_with("(with sweep value 2 of sweep.values, \"soon\")"), "{e}");
     let e = with("repeat", "[0]");
     assert!(e.contains("repeat: expected at least 1"), "{e}");
+    // A mistake of the file itself is not blamed on the sweep.
+    let e = error_of(&format!(
+        "{}[sweep]\nkey = \"duration\"\nvalues = [\"1s\"]\n",
+        SMALL.replace("\"round-robin\"", "\"fastest\"")
+    ));
+    assert!(e.ends_with(&format!("known: {}", known_schedulers())), "{e}");
     let e = error_of(&format!("{SMALL}[sweep]\nvalues = [1]\n"));
     assert!(e.contains("sweep: missing key `key`"), "{e}");
 }
@@ -375,12 +464,22 @@ fn bad_sweeps_are_errors() {
 fn runs_expand_scheduler_cc_sweep_and_repeat_seeds() {
     let text = format!(
         "{}[sweep]\nkey = \"server.edge1.link.delay\"\nvalues = [\"30ms\", \"60ms\"]\n",
-        SMALL.replace("[content]", "seed = 7\nrepeat = 3\n[content]").replace("[client]", "[client]\ncc = [\"cubic\", \"newreno\"]")
+        SMALL
+            .replace("[content]", "seed = 7\nrepeat = 3\n[content]")
+            .replace("[client]", "[client]\ncc = [\"cubic\", \"newreno\"]")
     );
     let mut s = parse(&text).unwrap();
     let runs = s.runs();
     assert_eq!(runs.len(), 2 * 2 * 2 * 3);
-    let r = |i: usize| (runs[i].point, runs[i].scheduler, runs[i].cc, runs[i].repeat, runs[i].seed);
+    let r = |i: usize| {
+        (
+            runs[i].point,
+            runs[i].scheduler,
+            runs[i].cc,
+            runs[i].repeat,
+            runs[i].seed,
+        )
+    };
     assert_eq!(r(0), (0, "default", "cubic", 0, 7));
     assert_eq!(r(2), (0, "default", "cubic", 2, 9));
     assert_eq!(r(3), (0, "default", "newreno", 0, 7));
@@ -402,7 +501,10 @@ fn rows_average_repeats_in_a_fixed_order() {
     let s = parse(&text).unwrap();
     let rows = s.run(2, &|| {}).unwrap();
     assert_eq!(rows.len(), 2);
-    assert_eq!((rows[0].scheduler.as_str(), rows[1].scheduler.as_str()), ("default", "round-robin"));
+    assert_eq!(
+        (rows[0].scheduler.as_str(), rows[1].scheduler.as_str()),
+        ("default", "round-robin")
+    );
     for row in &rows {
         assert_eq!((row.cc.as_str(), row.sweep.as_deref(), row.repeats), ("cubic", None, 2));
         assert_eq!(row.completed, 2, "{row:?}");
@@ -433,6 +535,11 @@ fn an_incomplete_run_has_no_completion_time() {
     let rows = parse(&text).unwrap().run(0, &|| {}).unwrap();
     assert_eq!(rows[0].completed, 0);
     assert_eq!(rows[0].completion_s, None);
+}
+
+fn known_schedulers() -> String {
+    let names: Vec<&str> = pcdn_core::scheduler::SCHEDULERS.iter().map(|(n, _)| *n).collect();
+    names.join(", ")
 }
 
 #[derive(Default)]

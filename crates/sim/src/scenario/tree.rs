@@ -88,7 +88,11 @@ pub(crate) fn element_name<'t>(tree: &'t Tree<'_>, array: &str, index: usize) ->
 /// "an integer", "a string", ...
 fn article(v: &DeValue<'_>) -> String {
     let t = v.type_str();
-    if t.starts_with(['a', 'e', 'i', 'o', 'u']) { format!("an {t}") } else { format!("a {t}") }
+    if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {t}")
+    } else {
+        format!("a {t}")
+    }
 }
 
 /// What [`set`] did.
@@ -181,7 +185,10 @@ pub(crate) fn desugar(tree: &mut Tree<'_>) {
                 }
                 let mut link = DeValue::Table(link);
                 desugar_link(&mut link);
-                outer.insert(Spanned::new(span.clone(), Cow::Borrowed("link")), Spanned::new(span, link));
+                outer.insert(
+                    Spanned::new(span.clone(), Cow::Borrowed("link")),
+                    Spanned::new(span, link),
+                );
                 *table = outer;
             }
         }
@@ -203,7 +210,11 @@ fn desugar_link(link: &mut DeValue<'_>) {
 /// `loss = <number>` → `{ bernoulli = <number> }`; `jitter = "<duration>"` → `{ uniform = ... }`.
 fn desugar_knobs(t: &mut DeTable<'_>) {
     for (key, inner, applies) in [
-        ("loss", "bernoulli", (|v| matches!(v, DeValue::Float(_) | DeValue::Integer(_))) as fn(&DeValue) -> bool),
+        (
+            "loss",
+            "bernoulli",
+            (|v| matches!(v, DeValue::Float(_) | DeValue::Integer(_))) as fn(&DeValue) -> bool,
+        ),
         ("jitter", "uniform", |v| matches!(v, DeValue::String(_))),
     ] {
         if let Some(value) = t.get_mut(key)

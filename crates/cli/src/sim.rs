@@ -1,0 +1,204 @@
+//! `pcdn sim`: runs a scenario file in the simulator and prints one row per scheduler ×
+//! congestion control × sweep point, as a table, as JSON, or as PNG charts of a sweep.
+
+mod plot;
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pcdn_sim::scenario::{Row, Scenario};
+
+/// The scenario `pcdn sim` runs without a FILE.
+const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.toml");
+const DEFAULT_SCENARIO_FILE: &str = "scenarios/default.toml (built in)";
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Scenario file (TOML; every key is in docs/scenarios.md). Omitted: the built-in
+    /// two-path scenario (scenarios/default.toml).
+    file: Option<PathBuf>,
+    /// Print the rows as a JSON array (and nothing else on stdout).
+    #[arg(long)]
+    json: bool,
+    /// Write PNG charts of the sweep into DIR: aggregation, goodput, OFO mean, wait p99 and
+    /// completion time against the swept value, one line per scheduler × congestion control.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// List the schedulers and congestion controls, one per line with a summary, and exit.
+    #[arg(long)]
+    list: bool,
+    /// Seed of the first repeat (overrides the file's `seed`); repeat r uses seed + r.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Runs per scheduler × congestion control × sweep point, averaged into one row
+    /// (overrides the file's `repeat`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: Option<u32>,
+    /// Runs simulated at once (default: one per core). The output does not depend on it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    if args.list {
+        print_list();
+        return Ok(());
+    }
+    let mut scenario = match &args.file {
+        Some(path) => Scenario::load(path)?,
+        None => Scenario::parse(DEFAULT_SCENARIO, DEFAULT_SCENARIO_FILE, Path::new("."))?,
+    };
+    if let Some(seed) = args.seed {
+        scenario.set_seed(seed);
+    }
+    if let Some(repeat) = args.repeat {
+        scenario.set_repeat(repeat);
+    }
+    if args.plot.is_some() && scenario.sweep_key.is_none() {
+        bail!(
+            "{}: --plot draws a sweep, and this scenario has no [sweep] (docs/scenarios.md)",
+            scenario.file
+        );
+    }
+
+    let total = scenario.runs().len() as u64;
+    let progress = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs, {elapsed} (eta {eta}) {wide_msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(scenario.name.clone());
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let rows = scenario.run(args.threads, &|| progress.inc(1));
+    progress.finish_and_clear();
+    let rows = rows?;
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows).context("rows as JSON")?);
+    } else {
+        print!("{}", table(&scenario, &rows));
+    }
+    if let Some(dir) = &args.plot {
+        for file in plot::write_charts(&scenario, &rows, dir)? {
+            eprintln!("wrote {}", file.display());
+        }
+    }
+    Ok(())
+}
+
+/// Every scheduler and congestion control, one line each with its summary.
+pub fn print_list() {
+    println!("schedulers:");
+    for (name, about) in pcdn_core::scheduler::SCHEDULERS {
+        println!("  {name:<14} {about}");
+    }
+    println!("congestion controls:");
+    for (name, about) in pcdn_core::cc::CONTROLLERS {
+        println!("  {name:<14} {about}");
+    }
+}
+
+/// A column: header (with its unit), right-aligned or not, and the cell of a row.
+struct Column {
+    header: String,
+    right: bool,
+    cell: Box<dyn Fn(&Row) -> String>,
+}
+
+fn column(header: &str, right: bool, cell: impl Fn(&Row) -> String + 'static) -> Column {
+    Column {
+        header: header.to_owned(),
+        right,
+        cell: Box::new(cell),
+    }
+}
+
+/// The rows as an aligned table under a one-line title.
+fn table(scenario: &Scenario, rows: &[Row]) -> String {
+    let mut columns = vec![
+        column("scheduler", false, |r| r.scheduler.clone()),
+        column("cc", false, |r| r.cc.clone()),
+    ];
+    if let Some(key) = &scenario.sweep_key {
+        columns.push(column(key, false, |r| r.sweep.clone().unwrap_or_default()));
+    }
+    columns.extend([
+        column("goodput Mbit/s", true, |r| format!("{:.2}", r.goodput_mbps)),
+        column("capacity Mbit/s", true, |r| format!("{:.2}", r.capacity_mbps)),
+        column("aggregation", true, |r| format!("{:.3}", r.aggregation)),
+        column("ofo mean kB", true, |r| format!("{:.1}", r.ofo_mean_bytes / 1e3)),
+        column("ofo max kB", true, |r| format!("{:.1}", r.ofo_max_bytes / 1e3)),
+        column("wait mean ms", true, |r| format!("{:.2}", r.wait_mean_ms)),
+        column("wait p99 ms", true, |r| format!("{:.2}", r.wait_p99_ms)),
+        column("completion s", true, |r| {
+            r.completion_s.map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
+        }),
+        column("waste", true, |r| format!("{:.3}", r.waste)),
+        column("req waste", true, |r| format!("{:.3}", r.request_waste)),
+        column("cdn share", true, |r| format!("{:.3}", r.cdn_share)),
+        column("completed", true, |r| format!("{}/{}", r.completed, r.repeats)),
+    ]);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| columns.iter().map(|c| (c.cell)(r)).collect())
+        .collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cells
+                .iter()
+                .map(|row| row[i].chars().count())
+                .chain([c.header.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |out: &mut String, texts: &mut dyn Iterator<Item = &str>| {
+        let mut parts = Vec::with_capacity(columns.len());
+        for ((text, c), &w) in texts.zip(&columns).zip(&widths) {
+            parts.push(if c.right {
+                format!("{text:>w$}")
+            } else {
+                format!("{text:<w$}")
+            });
+        }
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+
+    let mut out = String::new();
+    let repeats: Vec<u32> = scenario.points.iter().map(|p| p.repeat).collect();
+    let seed = scenario.points.first().map_or(0, |p| p.seed);
+    let repeat = repeats.first().copied().unwrap_or(1);
+    let _ = write!(out, "{} ({})", scenario.name, scenario.file);
+    if repeats.iter().all(|&r| r == repeat) {
+        let seeds = if repeat == 1 {
+            format!("seed {seed}")
+        } else {
+            format!("seeds {seed}..{}", seed.wrapping_add(u64::from(repeat) - 1))
+        };
+        let _ = write!(
+            out,
+            ": mean of {repeat} run{} ({seeds})",
+            if repeat == 1 { "" } else { "s" }
+        );
+    }
+    out.push('\n');
+    line(&mut out, &mut columns.iter().map(|c| c.header.as_str()));
+    let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+    line(&mut out, &mut rule.iter().map(String::as_str));
+    for row in &cells {
+        line(&mut out, &mut row.iter().map(String::as_str));
+    }
+    out
+}

@@ -1,0 +1,257 @@
+//! PNG charts of a sweep: one chart per metric, x = the swept value, one line per scheduler ×
+//! congestion control. Text uses DejaVu Sans embedded in the binary, so no system font is needed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use anyhow::{Context, anyhow};
+use pcdn_sim::scenario::{Row, Scenario};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+/// One chart: file name, title (with unit) and the value of a row.
+struct Metric {
+    file: &'static str,
+    title: &'static str,
+    value: fn(&Row) -> Option<f64>,
+}
+
+const METRICS: &[Metric] = &[
+    Metric {
+        file: "aggregation.png",
+        title: "aggregation (goodput ÷ capacity)",
+        value: |r| Some(r.aggregation),
+    },
+    Metric {
+        file: "goodput.png",
+        title: "goodput (Mbit/s)",
+        value: |r| Some(r.goodput_mbps),
+    },
+    Metric {
+        file: "ofo_mean.png",
+        title: "out-of-order size, mean (kB)",
+        value: |r| Some(r.ofo_mean_bytes / 1e3),
+    },
+    Metric {
+        file: "wait_p99.png",
+        title: "waiting time, p99 (ms)",
+        value: |r| Some(r.wait_p99_ms),
+    },
+    Metric {
+        file: "completion.png",
+        title: "completion time (s)",
+        value: |r| r.completion_s,
+    },
+];
+
+/// Tableau 10: distinct on white and for the common colour-vision deficiencies.
+const COLORS: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// How sweep values map to the x axis: numbers in a unit, or evenly spaced categories.
+enum Axis {
+    Numeric { unit: &'static str, xs: Vec<f64> },
+    Categories(Vec<String>),
+}
+
+impl Axis {
+    /// Numbers if every value parses the same way (plain, duration → ms, rate → Mbit/s,
+    /// size → MB), else categories in sweep order.
+    fn of(labels: &[String]) -> Axis {
+        type Parse = fn(&str) -> Option<f64>;
+        let parsers: [(&'static str, Parse); 4] = [
+            ("", |s| s.trim().parse::<f64>().ok().filter(|v| v.is_finite())),
+            ("ms", |s| {
+                pcdn_sim::parse_duration(s).ok().map(|d| d.as_secs_f64() * 1e3)
+            }),
+            ("Mbit/s", |s| pcdn_sim::parse_rate(s).ok().map(|r| r as f64 / 1e6)),
+            ("MB", |s| pcdn_sim::parse_size(s).ok().map(|b| b as f64 / 1e6)),
+        ];
+        for (unit, parse) in parsers {
+            if let Some(xs) = labels.iter().map(|l| parse(l)).collect::<Option<Vec<f64>>>() {
+                return Axis::Numeric { unit, xs };
+            }
+        }
+        Axis::Categories(labels.to_vec())
+    }
+
+    fn x(&self, index: usize) -> f64 {
+        match self {
+            Axis::Numeric { xs, .. } => xs[index],
+            Axis::Categories(_) => index as f64,
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        let (lo, hi) = match self {
+            Axis::Numeric { xs, .. } => xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            }),
+            Axis::Categories(c) => (0.0, c.len().saturating_sub(1) as f64),
+        };
+        let pad = match self {
+            Axis::Numeric { .. } if hi > lo => (hi - lo) * 0.05,
+            // Half a step each side, so the first and last labels fit.
+            _ => 0.5,
+        };
+        (lo - pad)..(hi + pad)
+    }
+}
+
+fn register_font() -> anyhow::Result<()> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        result = plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+            .map_err(|_| anyhow!("the embedded DejaVu Sans font did not load"));
+    });
+    result
+}
+
+/// Writes one PNG per metric into `dir` (created if needed) and returns their paths.
+pub fn write_charts(scenario: &Scenario, rows: &[Row], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    register_font()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+    let key = scenario.sweep_key.as_deref().unwrap_or("sweep");
+    let labels: Vec<String> = scenario
+        .points
+        .iter()
+        .map(|p| p.sweep.clone().unwrap_or_default())
+        .collect();
+    let axis = Axis::of(&labels);
+    // Rows come point by point (scheduler × cc rows each), so equal labels stay apart.
+    let point_of: Vec<usize> = scenario
+        .points
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| std::iter::repeat_n(i, p.schedulers.len() * p.ccs.len()))
+        .collect();
+    anyhow::ensure!(
+        point_of.len() == rows.len(),
+        "--plot: the rows do not match the scenario"
+    );
+
+    // Series in the rows' order of first appearance.
+    let several_ccs = rows.iter().any(|r| r.cc != rows[0].cc);
+    let mut series: Vec<(String, Vec<(usize, &Row)>)> = Vec::new();
+    for (row, &point) in rows.iter().zip(&point_of) {
+        let name = if several_ccs {
+            format!("{} / {}", row.scheduler, row.cc)
+        } else {
+            row.scheduler.clone()
+        };
+        match series.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, members)) => members.push((point, row)),
+            None => series.push((name, vec![(point, row)])),
+        }
+    }
+
+    let mut written = Vec::new();
+    for metric in METRICS {
+        let path = dir.join(metric.file);
+        let lines: Vec<(&str, Vec<(f64, f64)>)> = series
+            .iter()
+            .map(|(name, members)| {
+                let points = members
+                    .iter()
+                    .filter_map(|&(point, r)| Some((axis.x(point), (metric.value)(r)?)))
+                    .collect();
+                (name.as_str(), points)
+            })
+            .collect();
+        draw(&path, scenario, key, &axis, metric, &lines)
+            .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn draw(
+    path: &Path,
+    scenario: &Scenario,
+    key: &str,
+    axis: &Axis,
+    metric: &Metric,
+    lines: &[(&str, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let root = BitMapBackend::new(path, (1000, 620)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let y_max = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
+        .fold(0.0, f64::max);
+    // Headroom above the data for the legend box in the upper right (about 20 px per line of
+    // a 500 px plot area), so the box never hides a point.
+    let legend = ((lines.len() as f64 * 20.0 + 30.0) / 500.0).min(0.6);
+    let y_top = if y_max > 0.0 { y_max / (1.0 - legend) } else { 1.0 };
+    let x_desc = match axis {
+        Axis::Numeric { unit, .. } if !unit.is_empty() => format!("{key} ({unit})"),
+        _ => key.to_owned(),
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("{}: {}", scenario.name, metric.title), ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(axis.range(), 0.0..y_top)?;
+    let categories = match axis {
+        Axis::Categories(c) => Some(c.clone()),
+        Axis::Numeric { .. } => None,
+    };
+    let x_format = |x: &f64| match &categories {
+        Some(c) => {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < c.len() {
+                c[i as usize].clone()
+            } else {
+                String::new()
+            }
+        }
+        None => format!("{}", (x * 1000.0).round() / 1000.0),
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.04))
+        .y_desc(metric.title)
+        .x_label_formatter(&x_format)
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17));
+    if let Some(c) = &categories {
+        mesh.x_labels(c.len().max(2) * 2 - 1);
+    }
+    mesh.draw()?;
+    for (i, (name, points)) in lines.iter().enumerate() {
+        let (r, g, b) = COLORS[i % COLORS.len()];
+        let color = RGBColor(r, g, b);
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        // Markers differ too, so series that coincide stay distinguishable.
+        match (i / COLORS.len() + i) % 3 {
+            0 => chart.draw_series(points.iter().map(|&p| Circle::new(p, 5, color.filled())))?,
+            1 => chart.draw_series(points.iter().map(|&p| TriangleMarker::new(p, 7, color.stroke_width(2))))?,
+            _ => chart.draw_series(points.iter().map(|&p| Cross::new(p, 6, color.stroke_width(2))))?,
+        };
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 15))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! `pcdn sim`: the scenario runner's command line.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+
+fn pcdn() -> Command {
+    Command::cargo_bin("pcdn").expect("binary built")
+}
+
+/// A small two-server scenario with a sweep (a few hundred ms of simulation in a debug build).
+const SWEEP: &str = r#"
+name = "cli test"
+seed = 3
+repeat = 2
+duration = "30s"
+[content]
+size = "300kB"
+[client]
+schedulers = ["minrtt", "round-robin"]
+cc = ["cubic"]
+[[server]]
+name = "cdn"
+origin = true
+link = { rate = "10mbit", delay = "15ms" }
+[[server]]
+name = "edge1"
+link = { rate = "4mbit", delay = "40ms", loss = 0.01, jitter = "2ms" }
+[sweep]
+key = "server.edge1.link.delay"
+values = ["20ms", "60ms"]
+"#;
+
+/// Writes `text` to a fresh file in the test's temporary folder.
+fn scenario_file(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pcdn-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn stdout_of(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+#[test]
+fn list_prints_every_scheduler_and_control_with_its_summary() {
+    let text = String::from_utf8(stdout_of(pcdn().args(["sim", "--list"]))).unwrap();
+    for (name, about) in pcdn_core::scheduler::SCHEDULERS
+        .iter()
+        .chain(pcdn_core::cc::CONTROLLERS)
+    {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(name) && l.ends_with(about)),
+            "{name} missing from:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn json_rows_have_the_documented_fields_in_order() {
+    let file = scenario_file("fields.toml", SWEEP);
+    let out = stdout_of(pcdn().arg("sim").arg(&file).arg("--json"));
+    let rows: serde_json::Value = serde_json::from_slice(&out).expect("stdout is only JSON");
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2, "scheduler × sweep point");
+    let fields: Vec<&str> = rows[0].as_object().unwrap().keys().map(String::as_str).collect();
+    let mut expected = vec![
+        "scheduler",
+        "cc",
+        "sweep",
+        "repeats",
+        "goodput_mbps",
+        "capacity_mbps",
+        "aggregation",
+        "ofo_mean_bytes",
+        "ofo_max_bytes",
+        "wait_mean_ms",
+        "wait_p99_ms",
+        "completion_s",
+        "waste",
+        "request_waste",
+        "cdn_share",
+        "completed",
+    ];
+    expected.sort_unstable(); // serde_json's map is ordered by key
+    assert_eq!(fields, expected);
+    let order: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["scheduler"].as_str().unwrap(), r["sweep"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("minrtt", "20ms"),
+            ("round-robin", "20ms"),
+            ("minrtt", "60ms"),
+            ("round-robin", "60ms")
+        ]
+    );
+    for r in rows {
+        assert_eq!(r["cc"], "cubic");
+        assert_eq!(r["repeats"], 2);
+        assert_eq!(r["completed"], 2);
+        assert!(r["completion_s"].as_f64().unwrap() > 0.0);
+        assert!((r["capacity_mbps"].as_f64().unwrap() - 13.96).abs() < 1e-9, "{r}");
+        assert!(r["goodput_mbps"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn the_same_seed_gives_identical_json_and_threads_change_nothing() {
+    let file = scenario_file("same.toml", SWEEP);
+    let a = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--seed", "11"]));
+    let b = stdout_of(
+        pcdn()
+            .arg("sim")
+            .arg(&file)
+            .args(["--json", "--seed", "11", "--threads", "1"]),
+    );
+    assert_eq!(a, b);
+    let c = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--seed", "12"]));
+    assert_ne!(a, c, "another seed, another run");
+}
+
+#[test]
+fn seed_and_repeat_override_the_file() {
+    let file = scenario_file("override.toml", SWEEP);
+    let out = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--repeat", "1"]));
+    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(rows.as_array().unwrap().iter().all(|r| r["repeats"] == 1));
+    let out = pcdn().arg("sim").arg(&file).args(["--repeat", "0"]).output().unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn the_table_has_one_aligned_row_per_scheduler_cc_and_sweep_point() {
+    let file = scenario_file("table.toml", SWEEP);
+    let out = pcdn().arg("sim").arg(&file).output().unwrap();
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty(), "no progress bar off a terminal");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("cli test ("), "{text}");
+    assert!(lines[0].contains("mean of 2 runs (seeds 3..4)"), "{text}");
+    for header in [
+        "scheduler",
+        "cc",
+        "server.edge1.link.delay",
+        "goodput Mbit/s",
+        "wait p99 ms",
+        "completion s",
+    ] {
+        assert!(lines[1].contains(header), "{header} missing from {}", lines[1]);
+    }
+    assert_eq!(lines.len(), 3 + 4, "{text}");
+    // Right-aligned numbers end where their header ends.
+    let end = lines[1].find("goodput Mbit/s").unwrap() + "goodput Mbit/s".len();
+    for row in &lines[3..] {
+        assert!(
+            row.as_bytes()[end - 1].is_ascii_digit() && row.as_bytes()[end] == b' ',
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_file_names_the_file_and_the_key() {
+    let file = scenario_file("bad.toml", &SWEEP.replace("rate = \"4mbit\"", "rate = \"fast\""));
+    let out = pcdn().arg("sim").arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    let expected = format!(
+        "{}:17: server.edge1.link.rate: expected a rate such as \"10mbit\"",
+        file.display()
+    );
+    assert!(err.contains(&expected), "{err}");
+
+    let file = scenario_file("unknown.toml", &SWEEP.replace("\"round-robin\"", "\"fastest\""));
+    let err = String::from_utf8(pcdn().arg("sim").arg(&file).output().unwrap().stderr).unwrap();
+    assert!(
+        err.contains("client.schedulers.1: unknown scheduler \"fastest\"; known: "),
+        "{err}"
+    );
+
+    let err = String::from_utf8(pcdn().args(["sim", "no/such.toml"]).output().unwrap().stderr).unwrap();
+    assert!(err.contains("no/such.toml: cannot read"), "{err}");
+}
+
+#[test]
+fn plot_writes_one_png_per_metric() {
+    let file = scenario_file("plot.toml", SWEEP);
+    let dir = file.parent().unwrap().join("plots");
+    let out = pcdn()
+        .arg("sim")
+        .arg(&file)
+        .args(["--repeat", "1", "--plot"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["aggregation", "goodput", "ofo_mean", "wait_p99", "completion"] {
+        let png = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}.png is not a PNG");
+        assert!(
+            png.len() > 10_000,
+            "{name}.png is {} bytes: no text or lines drawn?",
+            png.len()
+        );
+    }
+
+    let plain = scenario_file("plain.toml", SWEEP.split("[sweep]").next().unwrap());
+    let out = pcdn()
+        .arg("sim")
+        .arg(&plain)
+        .args(["--plot"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("no [sweep]"));
+}
+
+#[test]
+fn without_a_file_the_built_in_scenario_runs() {
+    let out = stdout_of(pcdn().args(["sim", "--repeat", "1", "--json"]));
+    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert!(rows.len() >= 2, "a few schedulers");
+    for r in rows {
+        assert_eq!(r["completed"], 1, "{r}");
+        assert!(r["sweep"].is_null());
+    }
+}
