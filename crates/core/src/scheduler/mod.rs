@@ -22,6 +22,7 @@ pub mod redundant;
 pub mod round_robin;
 pub mod tp_sty;
 pub mod tr_sty;
+pub mod xlink;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -38,6 +39,7 @@ pub use redundant::Redundant;
 pub use round_robin::RoundRobin;
 pub use tp_sty::TpSty;
 pub use tr_sty::TrSty;
+pub use xlink::Xlink;
 
 /// What a scheduler sees of one path. Only established paths appear.
 #[derive(Clone, Debug)]
@@ -285,6 +287,10 @@ pub const SCHEDULERS: &[(&str, &str)] = &[
         "mprd",
         "MPRD (ICDCS 2025): a forward server and reverse servers at Eq. 2 offsets, reassigned at crossover",
     ),
+    (
+        "xlink",
+        "XLINK (SIGCOMM 2021): minrtt plus re-injection of in-flight packets under a double play-time threshold",
+    ),
 ];
 
 /// The scheduler registered as `name`, seeded for any random choice it makes.
@@ -304,6 +310,7 @@ pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
         "pscheduler" => Box::new(Pscheduler::new()),
         "pscheduler-nr" => Box::new(Pscheduler::without_redundancy()),
         "mprd" => Box::new(Mprd::default()),
+        "xlink" => Box::new(Xlink::default()),
         _ => return None,
     })
 }

@@ -48,8 +48,11 @@ impl Mprd {
         let end = view.reorder_limit.min(view.task_end).max(start);
         self.window = Some((start, end));
         self.reverse.clear();
-        let mut paths: Vec<(PathId, f64, bool)> =
-            view.paths.iter().map(|p| (p.id, p.throughput(view.packet_size), p.origin)).collect();
+        let mut paths: Vec<(PathId, f64, bool)> = view
+            .paths
+            .iter()
+            .map(|p| (p.id, p.throughput(view.packet_size), p.origin))
+            .collect();
         // Fastest first; the origin, if any, is the forward server whatever its rate.
         paths.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.total_cmp(&a.1)).then(a.0.cmp(&b.0)));
         let Some(&(forward, ..)) = paths.first() else {
@@ -97,13 +100,27 @@ impl Mprd {
         let lowest = view.pending.first()?;
         // The forward server's region: from the lowest pending packet to below the lowest
         // reverse region (or the window's end).
-        let forward_top =
-            self.reverse.values().map(|r| r.floor).min().unwrap_or(end).max(lowest + 1).min(end.max(lowest + 1)) - 1;
+        let forward_top = self
+            .reverse
+            .values()
+            .map(|r| r.floor)
+            .min()
+            .unwrap_or(end)
+            .max(lowest + 1)
+            .min(end.max(lowest + 1))
+            - 1;
         let mut best: Option<(f64, Option<PathId>, Region)> = None;
         let forward_rate = self.forward.map_or(1.0, rate);
         let forward_work = Self::pending_in(view, lowest, forward_top) as f64 / forward_rate;
         if forward_work > 0.0 {
-            best = Some((forward_work, None, Region { floor: lowest, top: forward_top }));
+            best = Some((
+                forward_work,
+                None,
+                Region {
+                    floor: lowest,
+                    top: forward_top,
+                },
+            ));
         }
         for (&owner, &region) in &self.reverse {
             if region.top < region.floor {
@@ -121,7 +138,10 @@ impl Mprd {
             // Forward climbs from the bottom: take the upper part, sized to finish together.
             None => {
                 let split = region.floor + (len as f64 * theirs / (mine + theirs)).round() as u64;
-                Region { floor: split.min(region.top), top: region.top }
+                Region {
+                    floor: split.min(region.top),
+                    top: region.top,
+                }
             }
             // The owner comes down from the top: take the lower part.
             Some(owner) => {
@@ -130,7 +150,10 @@ impl Mprd {
                 if let Some(r) = self.reverse.get_mut(&owner) {
                     r.floor = split.min(r.top);
                 }
-                Region { floor: region.floor, top: split - 1 }
+                Region {
+                    floor: region.floor,
+                    top: split - 1,
+                }
             }
         };
         self.reverse.insert(idle, new);
@@ -147,13 +170,25 @@ impl Mprd {
             None => self.reassign(view, path)?,
         };
         if let Some(seq) = Self::highest_pending(view, region.floor, region.top) {
-            self.reverse.insert(path, Region { floor: region.floor, top: seq });
+            self.reverse.insert(
+                path,
+                Region {
+                    floor: region.floor,
+                    top: seq,
+                },
+            );
             return Some(seq);
         }
         // Crossed over: nothing left in its region.
         let region = self.reassign(view, path)?;
         let seq = Self::highest_pending(view, region.floor, region.top)?;
-        self.reverse.insert(path, Region { floor: region.floor, top: seq });
+        self.reverse.insert(
+            path,
+            Region {
+                floor: region.floor,
+                top: seq,
+            },
+        );
         Some(seq)
     }
 }
@@ -173,7 +208,13 @@ impl Scheduler for Mprd {
         }
         // The forward server first, then the reverse servers in window order.
         let mut order: Vec<&super::PathView> = view.sendable().collect();
-        order.sort_by_key(|p| (Some(p.id) != self.forward, self.reverse.get(&p.id).map(|r| r.floor), p.id));
+        order.sort_by_key(|p| {
+            (
+                Some(p.id) != self.forward,
+                self.reverse.get(&p.id).map(|r| r.floor),
+                p.id,
+            )
+        });
         for p in order {
             if let Some(seq) = self.pick_for(view, p.id) {
                 return Some(Pick { path: p.id, seq });

@@ -35,12 +35,18 @@ pub struct Pscheduler {
 impl Pscheduler {
     /// The full scheduler, with redundancy.
     pub fn new() -> Pscheduler {
-        Pscheduler { redundancy: true, copied: HashSet::new() }
+        Pscheduler {
+            redundancy: true,
+            copied: HashSet::new(),
+        }
     }
 
     /// Without redundancy (the paper's Ps-nr).
     pub fn without_redundancy() -> Pscheduler {
-        Pscheduler { redundancy: false, copied: HashSet::new() }
+        Pscheduler {
+            redundancy: false,
+            copied: HashSet::new(),
+        }
     }
 }
 
@@ -102,7 +108,10 @@ impl Scheduler for Pscheduler {
         let at_task_tail = view.reorder_limit >= view.task_end;
         if !at_task_tail {
             // The reorder buffer, not the task, ends the queue: the furthest allowed packet.
-            return view.pending.nth(pending.checked_sub(1)?).map(|seq| Pick { path: path.id, seq });
+            return view
+                .pending
+                .nth(pending.checked_sub(1)?)
+                .map(|seq| Pick { path: path.id, seq });
         }
         let left_in_task = view.task_end.saturating_sub(view.cursor);
         if self.redundancy && offset < 2 * left_in_task {
