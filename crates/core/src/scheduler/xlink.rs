@@ -185,9 +185,8 @@ mod tests {
             path: PathId(0),
             seq: 1,
         });
-        let mut x = Xlink::default();
         // Past the first frame, with a comfortable play buffer: no re-injection.
-        x.first_frame_end = Some(0);
+        let mut x = Xlink { first_frame_end: Some(0), ..Xlink::default() };
         let mut view = f.view();
         view.player_buffer = Some(Duration::from_secs(10));
         assert_eq!(x.next(&view), None);
