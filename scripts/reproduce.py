@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""Re-run the paper-reproduction scenarios and regenerate docs/figures/.
+
+For every scenarios/pscheduler-*.toml and scenarios/mprd-*.toml this runs
+
+    pcdn sim scenarios/STEM.toml --json [--plot docs/figures/STEM]
+
+(--plot only for files with a [sweep]) and keeps the JSON rows in
+docs/figures/STEM/rows.json. It then writes
+
+    docs/figures/manifest.json   date, git commit, uncommitted files, binary hash, and per
+                                 scenario the exact command, wall time, exit status, warnings
+    docs/figures/tables.md       the markdown tables of docs/reproduction.md, built from the
+                                 rows.json files (MPRD Fig. 7 and Pscheduler Fig. 18 grouped
+                                 into one table per panel, with the server/path count)
+
+and refills the generated blocks of docs/reproduction.md (between
+"<!-- BEGIN generated KEY -->" and "<!-- END generated KEY -->"). The prose around them is
+written by hand and must be re-checked when the numbers move.
+
+Extra runs that are not paper figures live in docs/figures/extra/*.toml (stems "extra/NAME").
+
+and prints a warning for every row that looks broken (aggregation > 1, incomplete repeats).
+
+Usage (from anywhere; Python 3 standard library only):
+
+    scripts/reproduce.py                  # build, run every scenario, write tables
+    scripts/reproduce.py --only fig15     # only scenarios whose stem contains "fig15"
+    scripts/reproduce.py --tables-only    # only rebuild tables.md from the rows.json files
+    scripts/reproduce.py --no-build --bin /path/to/pcdn
+
+The binary is copied to a temporary file before the runs, so a concurrent `cargo build`
+cannot swap it halfway through.
+"""
+
+import argparse
+import datetime
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIOS = os.path.join(ROOT, "scenarios")
+FIGURES = os.path.join(ROOT, "docs", "figures")
+EXTRA = os.path.join(FIGURES, "extra")
+
+
+def stems():
+    """Reproduction scenarios, in the order of docs/reproduction.md, then the extra runs
+    (docs/figures/extra/*.toml, stems "extra/NAME")."""
+    names = sorted(
+        f[:-5]
+        for f in os.listdir(SCENARIOS)
+        if f.endswith(".toml") and (f.startswith("pscheduler-") or f.startswith("mprd-"))
+    )
+
+    def key(stem):
+        # Pscheduler before MPRD, then figure number, then numeric suffix (2servers < 10servers).
+        paper = 0 if stem.startswith("pscheduler") else 1
+        parts = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", stem)]
+        return (paper, parts)
+
+    extra = sorted(
+        "extra/" + f[:-5] for f in os.listdir(EXTRA) if f.endswith(".toml")
+    ) if os.path.isdir(EXTRA) else []
+    return sorted(names, key=key) + extra
+
+
+def toml_of(stem):
+    """The scenario file of a stem, relative to the repository root."""
+    if stem.startswith("extra/"):
+        return os.path.join("docs", "figures", stem + ".toml")
+    return os.path.join("scenarios", stem + ".toml")
+
+
+def has_sweep(path):
+    with open(path, encoding="utf-8") as f:
+        return any(line.strip() == "[sweep]" for line in f)
+
+
+def git(*args):
+    try:
+        return subprocess.run(
+            ["git", "-C", ROOT, *args], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def row_warnings(stem, rows):
+    out = []
+    for r in rows:
+        label = f"{stem}: {r['scheduler']}/{r['cc']}" + (
+            f" @ {r['sweep']}" if r.get("sweep") is not None else ""
+        )
+        if r["aggregation"] > 1.0 + 1e-9:
+            out.append(f"{label}: aggregation {r['aggregation']:.3f} > 1")
+        if r["completed"] < r["repeats"]:
+            out.append(f"{label}: only {r['completed']}/{r['repeats']} repeats completed")
+    return out
+
+
+def run_all(binary, selected, built):
+    manifest_path = os.path.join(FIGURES, "manifest.json")
+    manifest = {}
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    manifest.setdefault("scenarios", {})
+    status = git("status", "--short", "--untracked-files=no").splitlines()
+    manifest.update(
+        {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": git("rev-parse", "--short", "HEAD").strip(),
+            "uncommitted": [s.strip() for s in status],
+            "diff_sha256": hashlib.sha256(git("diff").encode()).hexdigest(),
+            "binary_sha256": sha256_file(binary),
+            # With --no-build the working tree may not be what the binary was built from.
+            "built_just_before": built,
+        }
+    )
+    failures = []
+    for stem in selected:
+        toml = toml_of(stem)
+        outdir = os.path.join("docs", "figures", stem)
+        os.makedirs(os.path.join(ROOT, outdir), exist_ok=True)
+        cmd = ["target/release/pcdn", "sim", toml, "--json"]
+        if has_sweep(os.path.join(ROOT, toml)) and not stem.startswith("extra/"):
+            cmd += ["--plot", outdir]
+        shown = " ".join(cmd) + f" > {outdir}/rows.json"
+        print(f"== {shown}", flush=True)
+        start = time.monotonic()
+        proc = subprocess.run([binary] + cmd[1:], cwd=ROOT, capture_output=True, text=True)
+        wall = time.monotonic() - start
+        entry = {
+            "command": shown,
+            "wall_s": round(wall, 1),
+            "exit": proc.returncode,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": manifest["commit"],
+            "binary_sha256": manifest["binary_sha256"],
+        }
+        if proc.returncode != 0:
+            entry["stderr"] = proc.stderr[-2000:]
+            failures.append(f"{stem}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            print(proc.stderr, file=sys.stderr)
+        else:
+            rows = json.loads(proc.stdout)
+            with open(os.path.join(ROOT, outdir, "rows.json"), "w", encoding="utf-8") as f:
+                f.write(proc.stdout)
+            entry["warnings"] = row_warnings(stem, rows)
+            for w in entry["warnings"]:
+                print("WARNING " + w, flush=True)
+        print(f"   {wall:.1f} s, exit {proc.returncode}", flush=True)
+        manifest["scenarios"][stem] = entry
+        with open(manifest_path, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+    return failures
+
+
+# ---------------------------------------------------------------- markdown tables
+
+
+def load_rows(stem):
+    path = os.path.join(FIGURES, stem, "rows.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def fmt(v, spec, scale=1.0):
+    return "—" if v is None else format(v / scale, spec)
+
+
+COLUMNS = [
+    ("goodput Mbit/s", lambda r: fmt(r["goodput_mbps"], ".2f")),
+    ("capacity Mbit/s", lambda r: fmt(r["capacity_mbps"], ".2f")),
+    ("aggregation", lambda r: fmt(r["aggregation"], ".3f")),
+    ("OFO mean kB", lambda r: fmt(r["ofo_mean_bytes"], ".1f", 1e3)),
+    ("OFO max kB", lambda r: fmt(r["ofo_max_bytes"], ".1f", 1e3)),
+    ("wait mean ms", lambda r: fmt(r["wait_mean_ms"], ".2f")),
+    ("wait p99 ms", lambda r: fmt(r["wait_p99_ms"], ".2f")),
+    ("completion s", lambda r: fmt(r["completion_s"], ".2f")),
+    ("waste", lambda r: fmt(r["waste"], ".4f")),
+    ("req waste", lambda r: fmt(r["request_waste"], ".4f")),
+]
+CDN = ("CDN share", lambda r: fmt(r["cdn_share"], ".3f"))
+ISOLATED = ("goodput ÷ isolated sum", lambda r: fmt(r.get("of_isolated"), ".3f"))
+DONE = ("completed", lambda r: f"{r['completed']}/{r['repeats']}")
+
+
+def md(head, body):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def md_table(rows, group=None, cdn=False, isolated=False):
+    """GROUP: (field, header) of a column after cc: the sweep value or a server/path count."""
+    cols = COLUMNS + ([CDN] if cdn else []) + ([ISOLATED] if isolated else []) + [DONE]
+    head = ["scheduler", "cc"] + ([group[1]] if group else []) + [c[0] for c in cols]
+    body = []
+    for r in rows:
+        cells = [r["scheduler"], r["cc"]] + ([str(r[group[0]])] if group else [])
+        body.append(cells + [c[1](r) for c in cols])
+    return md(head, body)
+
+
+def rel(a, b):
+    """Change of a against b in percent, or None."""
+    if a is None or b is None or b == 0:
+        return None
+    return 100.0 * (a - b) / b
+
+
+VS_METRICS = [
+    ("goodput", "goodput_mbps"),
+    ("OFO mean", "ofo_mean_bytes"),
+    ("wait mean", "wait_mean_ms"),
+    ("wait p99", "wait_p99_ms"),
+    ("completion", "completion_s"),
+]
+VS_MPRD = [("goodput", "goodput_mbps"), ("completion", "completion_s"), ("CDN share", "cdn_share")]
+
+
+def vs_minrtt(rows, group, metrics):
+    """Each scheduler's change against minrtt with the same cc (and group value), in percent.
+    default is left out: it is minrtt (docs/reproduction.md checks that every default row
+    equals its minrtt row)."""
+    key = (lambda r: (r["cc"], str(r[group[0]]))) if group else (lambda r: r["cc"])
+    base = {key(r): r for r in rows if r["scheduler"] == "minrtt"}
+    head = ["scheduler", "cc"] + ([group[1]] if group else []) + [m[0] for m in metrics]
+    body = []
+    for r in rows:
+        b = base.get(key(r))
+        if r["scheduler"] in ("minrtt", "default") or b is None:
+            continue
+        cells = [r["scheduler"], r["cc"]] + ([str(r[group[0]])] if group else [])
+        for _, field in metrics:
+            d = rel(r[field], b[field])
+            cells.append("—" if d is None else f"{d:+.1f}%")
+        body.append(cells)
+    return md(head, body)
+
+
+def by_scheduler(rows, label=None):
+    order = []
+    for r in rows:
+        if r["scheduler"] not in order:
+            order.append(r["scheduler"])
+    return sorted(rows, key=lambda r: (order.index(r["scheduler"]), r["cc"], r.get(label) or 0))
+
+
+def grouped(prefix, suffix, label):
+    """Rows of files PREFIX-N{suffix}.toml, N = 1..9, each tagged with N, by scheduler then N."""
+    rows = []
+    for n in range(1, 10):
+        for r in load_rows(f"{prefix}-{n}{suffix}") or []:
+            r = dict(r)
+            r[label] = n
+            rows.append(r)
+    return by_scheduler(rows, label)
+
+
+# MPRD Fig. 7: which isolated run (index into extra/isolated-{low,high} rows) each server of
+# an N-server file is, in file order (CDN first). "L" marks edge 1 with 10% loss.
+ISOLATED_SERVERS = {
+    "mprd-fig7-low": [0, 1, 1, 3, 4],
+    "mprd-fig7-low-loss": [0, 2, 1, 3, 4],
+    "mprd-fig7-high": [0, 1, 1, 3, 3],
+    "mprd-fig7-high-loss": [0, 2, 1, 3, 3],
+}
+
+
+def isolated_sum(prefix, n):
+    rows = load_rows("extra/isolated-" + ("high" if "high" in prefix else "low"))
+    if rows is None:
+        return None
+    return sum(rows[i]["goodput_mbps"] for i in ISOLATED_SERVERS[prefix][:n])
+
+
+def default_check():
+    """Every `default` row must equal its `minrtt` row (default is currently minrtt).
+    Returns (rows compared, rows that differ)."""
+    compared, differ = 0, []
+    for path in sorted(glob.glob(os.path.join(FIGURES, "**", "rows.json"), recursive=True)):
+        rows = json.load(open(path, encoding="utf-8"))
+        base = {(r["cc"], str(r["sweep"])): r for r in rows if r["scheduler"] == "minrtt"}
+        for r in rows:
+            b = base.get((r["cc"], str(r["sweep"])))
+            if r["scheduler"] != "default" or b is None:
+                continue
+            compared += 1
+            if any(r[k] != b[k] for k in r if k != "scheduler"):
+                differ.append(os.path.relpath(path, ROOT))
+    return compared, differ
+
+
+def blocks():
+    """The generated markdown blocks, by key: "STEM" (commands and table; default rows left
+    out, see default_check) and "STEM:vs" (changes against minrtt)."""
+    with open(os.path.join(FIGURES, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+
+    def cmd(stem):
+        e = manifest["scenarios"].get(stem)
+        return f"`{e['command']}`" if e else "(not run)"
+
+    def cmds(stems):
+        return "  \n".join(cmd(s) for s in stems) + "\n"
+
+    def no_default(rows):
+        return [r for r in rows if r["scheduler"] != "default"]
+
+    out = {}
+    single = [
+        ("pscheduler-fig5", ("sweep", "reorder buffer"), False),
+        ("pscheduler-fig15", ("sweep", "path2 one-way delay"), False),
+        ("pscheduler-fig16", ("sweep", "path2 jitter ±"), False),
+        ("pscheduler-fig17", None, False),
+        ("mprd-fig8c-1edges", ("sweep", "file size"), True),
+        ("mprd-fig8c-2edges", ("sweep", "file size"), True),
+        ("extra/packets-pick-paths", None, False),
+        ("extra/fig17-queue1000", None, False),
+        ("extra/fig17-whole", None, False),
+    ]
+    for stem, group, cdn in single:
+        rows = load_rows(stem)
+        if rows is None:
+            out[stem] = cmds([stem]) + "\n(no rows)\n"
+            continue
+        out[stem] = cmds([stem]) + "\n" + md_table(no_default(by_scheduler(rows)), group, cdn=cdn) + "\n"
+        out[stem + ":vs"] = vs_minrtt(rows, group, VS_MPRD if cdn else VS_METRICS) + "\n"
+
+    for stem, header in [
+        ("extra/isolated-low", "server link"),
+        ("extra/isolated-high", "server link"),
+        ("extra/lossy-alone", "content size"),
+    ]:
+        rows = load_rows(stem)
+        if rows is not None:
+            out[stem] = cmds([stem]) + "\n" + md_table(by_scheduler(rows), ("sweep", header)) + "\n"
+
+    fig18 = grouped("pscheduler-fig18", "paths", "paths")
+    out["pscheduler-fig18"] = (
+        cmds([f"pscheduler-fig18-{n}paths" for n in range(2, 6)]) + "\n"
+        + md_table(no_default(fig18), ("paths", "paths")) + "\n"
+    )
+    out["pscheduler-fig18:vs"] = vs_minrtt(fig18, ("paths", "paths"), VS_METRICS) + "\n"
+
+    for prefix in ["mprd-fig7-low", "mprd-fig7-low-loss", "mprd-fig7-high", "mprd-fig7-high-loss"]:
+        rows = grouped(prefix, "servers", "servers")
+        for r in rows:
+            iso = isolated_sum(prefix, r["servers"])
+            r["of_isolated"] = r["goodput_mbps"] / iso if iso else None
+        out[prefix] = (
+            cmds([f"{prefix}-{n}servers" for n in range(2, 6)]) + "\n"
+            + md_table(no_default(rows), ("servers", "servers"), cdn=True, isolated=True) + "\n"
+        )
+        out[prefix + ":vs"] = vs_minrtt(rows, ("servers", "servers"), VS_MPRD) + "\n"
+    return manifest, out
+
+
+def write_tables():
+    manifest, out = blocks()
+    compared, differ = default_check()
+    head = (
+        "<!-- generated by scripts/reproduce.py from docs/figures/**/rows.json; "
+        f"runs of {manifest.get('date')} at commit {manifest.get('commit')} -->\n\n"
+        f"`default` rows compared with their `minrtt` rows: {compared}; differing: "
+        + (", ".join(differ) if differ else "none") + ". Tables leave `default` out.\n"
+    )
+    parts = [head] + [f"## {key}\n\n{text}" for key, text in out.items()]
+    with open(os.path.join(FIGURES, "tables.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))
+    print(f"wrote {os.path.relpath(os.path.join(FIGURES, 'tables.md'), ROOT)}")
+    if differ:
+        print("WARNING default rows differ from minrtt in: " + ", ".join(differ))
+
+    # Fill the generated blocks of docs/reproduction.md, if it has them:
+    # <!-- BEGIN generated KEY --> ... <!-- END generated KEY -->
+    doc = os.path.join(ROOT, "docs", "reproduction.md")
+    if os.path.exists(doc):
+        with open(doc, encoding="utf-8") as f:
+            text = f.read()
+
+        def fill(m):
+            key = m.group(1)
+            if key not in out:
+                print(f"WARNING docs/reproduction.md: no generated block {key!r}")
+                return m.group(0)
+            return f"<!-- BEGIN generated {key} -->\n{out[key]}<!-- END generated {key} -->"
+
+        new = re.sub(
+            r"<!-- BEGIN generated (\S+) -->.*?<!-- END generated \1 -->", fill, text, flags=re.S
+        )
+        if new != text:
+            with open(doc, "w", encoding="utf-8") as f:
+                f.write(new)
+            print("filled the generated tables of docs/reproduction.md")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", default=[], help="run stems containing this (repeatable)")
+    ap.add_argument("--no-build", action="store_true", help="skip cargo build")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "pcdn"))
+    ap.add_argument("--tables-only", action="store_true", help="only rewrite tables.md")
+    args = ap.parse_args()
+
+    os.makedirs(FIGURES, exist_ok=True)
+    failures = []
+    if not args.tables_only:
+        if not args.no_build:
+            subprocess.run(["cargo", "build", "--release", "-p", "pcdn-cli"], cwd=ROOT, check=True)
+        selected = [s for s in stems() if not args.only or any(o in s for o in args.only)]
+        with tempfile.TemporaryDirectory() as tmp:
+            binary = os.path.join(tmp, "pcdn")
+            shutil.copy2(args.bin, binary)
+            failures = run_all(binary, selected, not args.no_build)
+    write_tables()
+
+    with open(os.path.join(FIGURES, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    warnings = [w for e in manifest["scenarios"].values() for w in e.get("warnings", [])]
+    for w in warnings:
+        print("WARNING " + w)
+    for fl in failures:
+        print("FAILED " + fl)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
