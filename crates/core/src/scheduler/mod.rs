@@ -22,6 +22,7 @@ pub mod redundant;
 pub mod round_robin;
 pub mod tp_sty;
 pub mod tr_sty;
+pub mod weave;
 pub mod xlink;
 
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub use redundant::Redundant;
 pub use round_robin::RoundRobin;
 pub use tp_sty::TpSty;
 pub use tr_sty::TrSty;
+pub use weave::Weave;
 pub use xlink::Xlink;
 
 /// What a scheduler sees of one path. Only established paths appear.
@@ -291,6 +293,10 @@ pub const SCHEDULERS: &[(&str, &str)] = &[
         "xlink",
         "XLINK (SIGCOMM 2021): minrtt plus re-injection of in-flight packets under a double play-time threshold",
     ),
+    (
+        "weave",
+        "pcdn's own: paths pick packets by predicted arrival (Eq. 7 offsets); tails go where they finish soonest",
+    ),
 ];
 
 /// The scheduler registered as `name`, seeded for any random choice it makes.
@@ -311,6 +317,7 @@ pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
         "pscheduler-nr" => Box::new(Pscheduler::without_redundancy()),
         "mprd" => Box::new(Mprd::default()),
         "xlink" => Box::new(Xlink::default()),
+        "weave" => Box::new(Weave::default()),
         _ => return None,
     })
 }
