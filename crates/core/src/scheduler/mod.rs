@@ -241,7 +241,7 @@ pub trait Scheduler: Send + std::fmt::Debug {
 
 /// Registered schedulers, one line each with a summary.
 pub const SCHEDULERS: &[(&str, &str)] = &[
-    ("default", "pcdn's default scheduler (currently minrtt)"),
+    ("default", "pcdn's default scheduler: weave"),
     (
         "minrtt",
         "lowest smoothed RTT among paths with window room (Linux MPTCP default)",
@@ -303,7 +303,8 @@ pub const SCHEDULERS: &[(&str, &str)] = &[
 pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
     let _ = seed;
     Some(match name {
-        "default" | "minrtt" | "lrf" => Box::new(MinRtt),
+        "minrtt" | "lrf" => Box::new(MinRtt),
+        "default" | "weave" => Box::new(Weave::default()),
         "round-robin" | "rr" => Box::new(RoundRobin::default()),
         "lpc" => Box::new(Lpc),
         "let" => Box::new(Let),
@@ -317,7 +318,6 @@ pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
         "pscheduler-nr" => Box::new(Pscheduler::without_redundancy()),
         "mprd" => Box::new(Mprd::default()),
         "xlink" => Box::new(Xlink::default()),
-        "weave" => Box::new(Weave::default()),
         _ => return None,
     })
 }

@@ -6,11 +6,12 @@
 //!   meanwhile are skipped for them: `offset_i = Σ_{E_j < E_i} (E_i − E_j) · R_j / size`,
 //!   with E the loss-aware expected transmission time (Eq. 6) and R the delivery rate (Eq. 5).
 //!   The fastest path (offset 0) takes the head of the queue, lost packets first.
-//! - **Tail, with packets left to ask for**: when a path's offset runs past the queue, the
-//!   faster paths will drain it by themselves in `pending / Σ R_faster`. The path takes the
-//!   last pending packet only if its request lands before the faster paths would get to it
-//!   (the reasoning of ECF, Lim et al. 2017, applied to the task's end); otherwise it waits,
-//!   rather than become the packet the whole task waits for.
+//! - **End of the queue, with packets left to ask for**: when a path's offset runs past the
+//!   queue (the task's tail, or the reorder buffer's limit), the faster paths will drain it by
+//!   themselves in `pending / Σ R_faster`. The path takes the last pending packet only if its
+//!   request lands before the faster paths would get to it (the reasoning of ECF, Lim et al.
+//!   2017, and BLEST, Ferlin et al. 2016); otherwise it waits, rather than become the packet
+//!   everything else waits for.
 //! - **Tail, everything in flight**: a path that would deliver sooner than the path a packet
 //!   is on asks for that packet again, oldest first, each packet once; copies are capped at
 //!   a small share of requests, so the tail is cut without Pscheduler's blanket redundancy.
@@ -89,11 +90,8 @@ impl Scheduler for Weave {
             }
             let at_task_tail = view.reorder_limit >= view.task_end;
             if pending > 0 {
-                if !at_task_tail {
-                    // The reorder buffer ends the queue, not the task: the furthest packet allowed.
-                    let seq = view.pending.nth(pending - 1)?;
-                    return self.pick(p.id, seq);
-                }
+                // The queue ends (the task's tail, or the reorder buffer's limit) before this
+                // path's turn: the last packet, if it lands before the faster paths get to it.
                 let mine = p.expected_time.as_secs_f64();
                 let theirs = Self::drain_time(view, p.id, pending).map_or(f64::INFINITY, |d| {
                     d + view

@@ -186,7 +186,10 @@ mod tests {
             seq: 1,
         });
         // Past the first frame, with a comfortable play buffer: no re-injection.
-        let mut x = Xlink { first_frame_end: Some(0), ..Xlink::default() };
+        let mut x = Xlink {
+            first_frame_end: Some(0),
+            ..Xlink::default()
+        };
         let mut view = f.view();
         view.player_buffer = Some(Duration::from_secs(10));
         assert_eq!(x.next(&view), None);
