@@ -121,13 +121,33 @@ pub struct Transmit {
 }
 
 /// Per-sequence-number state, for numbers between the ring base and the highest requested.
-#[derive(Debug, Default)]
+/// Small: the ring holds a reorder buffer's worth of them, and every packet walks it.
+#[derive(Clone, Copy, Debug)]
 struct Slot {
     received: bool,
     /// Paths this number is in flight on.
     copies: u8,
+    /// One of them (`NO_PATH` if none is noted here), with the pn of its request: the arrival
+    /// finds it where it looks anyway, where a per-path map would cost a cache miss. The other
+    /// copies are in their path's `in_flight_spill`.
+    holder: u32,
+    pn: u64,
     arrival: Instant,
-    data: Vec<u8>,
+}
+
+/// No path holds the slot's number in flight.
+const NO_PATH: u32 = u32::MAX;
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            received: false,
+            copies: 0,
+            holder: NO_PATH,
+            pn: 0,
+            arrival: Instant::ZERO,
+        }
+    }
 }
 
 /// A task in sequence numbers as well as bytes.
@@ -153,6 +173,9 @@ pub struct Download {
     rng: ChaCha8Rng,
     /// `slots[i]` is sequence number `ring_base + i`.
     slots: VecDeque<Slot>,
+    /// With `keep_data`, `payloads[i]` is the payload of `slots[i]` (empty until received);
+    /// without, it stays empty.
+    payloads: VecDeque<Vec<u8>>,
     ring_base: u64,
     /// First sequence number not yet delivered in order.
     cursor: u64,
@@ -172,10 +195,22 @@ pub struct Download {
     /// Control datagrams (BYE) waiting to be sent.
     control: VecDeque<(PathId, Vec<u8>)>,
     stats: Stats,
+    /// The scheduler's views of the established paths, in path order; `view_index[i]` is the
+    /// index in `paths` of the path `view_paths[i]` shows. Kept between polls, and rebuilt
+    /// only when `views_valid` was cleared because paths came, went, or changed state.
     view_paths: Vec<PathView>,
+    view_index: Vec<usize>,
+    views_valid: bool,
     lost_scratch: Vec<u64>,
+    /// The ranges of the REQUEST being written, kept to save an allocation per request.
+    range_scratch: Vec<wire::SeqRange>,
     pool: Vec<Vec<u8>>,
     emit_next: usize,
+    /// Paths with picks in their outbox, so a poll after the last REQUEST went out looks at no
+    /// path.
+    outboxes: usize,
+    /// The reorder buffer in packets (at least one).
+    reorder_window: u64,
     done: bool,
     /// The latest `now` any input or poll brought.
     now: Instant,
@@ -249,6 +284,7 @@ impl Download {
             ..Stats::default()
         };
         let first = tasks[0];
+        let reorder_window = (config.reorder_buffer / packet_size).max(1);
         let mut download = Download {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             total_seqs: length.div_ceil(packet_size),
@@ -258,6 +294,7 @@ impl Download {
             paths: Vec::new(),
             next_path_id: 0,
             slots: VecDeque::new(),
+            payloads: VecDeque::new(),
             ring_base: first.start_seq,
             cursor: first.start_seq,
             next_new: first.start_seq,
@@ -271,9 +308,14 @@ impl Download {
             control: VecDeque::new(),
             stats,
             view_paths: Vec::new(),
+            view_index: Vec::new(),
+            views_valid: false,
             lost_scratch: Vec::new(),
+            range_scratch: Vec::new(),
             pool: Vec::new(),
             emit_next: 0,
+            outboxes: 0,
+            reorder_window,
             done: false,
             now: Instant::ZERO,
             maybe_connecting: false,
@@ -289,14 +331,22 @@ impl Download {
         let id = PathId(self.next_path_id);
         self.next_path_id += 1;
         self.maybe_connecting = true;
+        self.views_valid = false;
         let conn_id = self.rng.random::<u64>();
         self.stats.paths.push(PathStats {
             name: server.name.clone(),
             origin: server.origin,
             ..PathStats::default()
         });
-        self.paths
-            .push(Path::new(id, server, conn_id, cc, now, self.config.min_rto, self.packet_size));
+        self.paths.push(Path::new(
+            id,
+            server,
+            conn_id,
+            cc,
+            now,
+            self.config.min_rto,
+            self.packet_size,
+        ));
         id
     }
 
@@ -305,6 +355,7 @@ impl Download {
         let Some(index) = self.path_index(id) else { return };
         self.abandon(now, index);
         let path = self.paths.remove(index);
+        self.views_valid = false;
         if let Some(token) = path.token() {
             let mut buf = Vec::new();
             if wire::encode_bye(
@@ -339,6 +390,7 @@ impl Download {
     }
 
     /// Every task is complete.
+    #[inline]
     pub fn is_done(&self) -> bool {
         self.done
     }
@@ -408,6 +460,7 @@ impl Download {
         path.state = PathState::Established {
             token: welcome.token.to_vec(),
         };
+        self.views_valid = false;
         let id = path.id;
         self.events.push_back(Event::PathEstablished(id));
         self.scheduler.on_event(now, &SchedEvent::PathAdded(id));
@@ -433,6 +486,7 @@ impl Download {
                     first_hello: now,
                     next_hello: now,
                 };
+                self.views_valid = false;
             }
             reason => self.fail(now, index, PathError::Rejected(reason)),
         }
@@ -446,14 +500,12 @@ impl Download {
             return;
         }
         let path_id = self.paths[index].id;
+        let pn = self.take_in_flight(index, seq);
         let ps = &mut self.stats.paths[path_id.0 as usize];
-        let rtt = self.paths[index].on_data(ps, now, seq, bytes);
+        let rtt = self.paths[index].on_data(ps, now, pn, bytes);
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes;
-        let slot_index = seq
-            .checked_sub(self.ring_base)
-            .map(|i| i as usize)
-            .filter(|&i| i < self.slots.len());
+        let slot_index = self.slot_index(seq);
         if rtt.is_some() {
             if let Some(i) = slot_index {
                 let slot = &mut self.slots[i];
@@ -468,23 +520,19 @@ impl Download {
             self.stats.duplicates += 1;
             self.stats.paths[path_id.0 as usize].duplicates += 1;
         } else {
-            self.paths[index].delivered_packets += 1;
-            let keep = self.config.keep_data;
-            let mut buffer = if keep {
-                self.pool.pop().unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            if keep {
+            self.paths[index].note_delivered();
+            let i = slot_index.expect("not a duplicate");
+            if self.config.keep_data {
+                let mut buffer = self.pool.pop().unwrap_or_default();
                 buffer.clear();
                 buffer.extend_from_slice(data.payload);
+                self.payloads[i] = buffer;
             }
-            let slot = &mut self.slots[slot_index.expect("not a duplicate")];
+            let slot = &mut self.slots[i];
             slot.received = true;
             slot.arrival = now;
-            slot.data = buffer;
             // A late answer to a request already declared lost still fills its hole.
-            if seq < self.next_new {
+            if seq < self.next_new && !self.holes.is_empty() {
                 self.holes.remove(&seq);
             }
             self.ofo_bytes += bytes;
@@ -519,10 +567,9 @@ impl Download {
                     break;
                 };
                 let bytes = self.packet_len(self.cursor);
-                let wait = now - slot.arrival;
-                self.stats
-                    .waits_us
-                    .push(u32::try_from(wait.as_micros()).unwrap_or(u32::MAX));
+                // `(now - arrival).as_micros()`, in integers.
+                let wait_us = now.as_nanos().saturating_sub(slot.arrival.as_nanos()) / 1000;
+                self.stats.waits_us.push(u32::try_from(wait_us).unwrap_or(u32::MAX));
                 self.ofo_bytes -= bytes;
                 self.stats.packets_delivered += 1;
                 self.stats.bytes_delivered += bytes;
@@ -595,8 +642,14 @@ impl Download {
         while self.ring_base < seq {
             match self.slots.pop_front() {
                 Some(slot) => {
-                    if slot.data.capacity() > 0 {
-                        self.pool.push(slot.data);
+                    if slot.holder != NO_PATH {
+                        // Still in flight (a copy on another path): its path keeps the pn.
+                        if let Some(i) = self.path_index(PathId(slot.holder)) {
+                            self.paths[i].in_flight_spill.insert(self.ring_base, slot.pn);
+                        }
+                    }
+                    if let Some(data) = self.payloads.pop_front().filter(|d| d.capacity() > 0) {
+                        self.pool.push(data);
                     }
                 }
                 None => {
@@ -609,15 +662,20 @@ impl Download {
     }
 
     /// Lost requests whose number is still missing and in flight nowhere become pending again.
+    #[inline]
     fn requeue_lost(&mut self, now: Instant, index: usize, lost: &mut Vec<u64>) {
+        // Most calls have nothing to requeue; keep them free of the loop's stack frame.
+        if !lost.is_empty() {
+            self.requeue(now, index, lost);
+        }
+    }
+
+    fn requeue(&mut self, now: Instant, index: usize, lost: &mut Vec<u64>) {
         let path = self.paths[index].id;
         for seq in lost.drain(..) {
+            self.take_in_flight(index, seq);
             self.stats.losses += 1;
-            if let Some(i) = seq
-                .checked_sub(self.ring_base)
-                .map(|i| i as usize)
-                .filter(|&i| i < self.slots.len())
-            {
+            if let Some(i) = self.slot_index(seq) {
                 let slot = &mut self.slots[i];
                 slot.copies = slot.copies.saturating_sub(1);
                 if !slot.received && slot.copies == 0 {
@@ -632,6 +690,9 @@ impl Download {
     fn abandon(&mut self, now: Instant, index: usize) {
         let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
         let mut lost = std::mem::take(&mut self.lost_scratch);
+        if !self.paths[index].outbox.is_empty() {
+            self.outboxes -= 1;
+        }
         self.paths[index].abandon_all(ps, now, &mut lost);
         // Abandoned requests are not losses of the network; requeue without counting them.
         let before = self.stats.losses;
@@ -647,6 +708,7 @@ impl Download {
         self.abandon(now, index);
         let path = &mut self.paths[index];
         path.state = PathState::Failed;
+        self.views_valid = false;
         let id = path.id;
         self.events.push_back(Event::PathFailed { path: id, reason });
         self.scheduler.on_event(now, &SchedEvent::PathRemoved(id));
@@ -665,11 +727,7 @@ impl Download {
                     }
                     // A paced path with window room and work to do wakes when pacing allows.
                     let paced = path.next_send > self.now;
-                    if paced
-                        && !self.done
-                        && path.in_flight_count() < path.cwnd_packets()
-                        && self.has_work()
-                    {
+                    if paced && !self.done && path.in_flight_count() < path.cwnd_packets() && self.has_work() {
                         consider(path.next_send);
                     }
                 }
@@ -714,8 +772,7 @@ impl Download {
         let Some(task) = self.tasks.get(self.task) else {
             return self.next_new;
         };
-        let window = (self.config.reorder_buffer / self.packet_size).max(1);
-        task.end_seq.min(self.cursor + window)
+        task.end_seq.min(self.cursor + self.reorder_window)
     }
 
     /// The next datagram to send, written into `buf` (cleared first). Call after every input
@@ -727,19 +784,25 @@ impl Download {
             buf.extend_from_slice(&datagram);
             return Some(Transmit { path, len: buf.len() });
         }
-        if let Some(t) = self.poll_hello(now, buf) {
-            return Some(t);
+        if self.maybe_connecting {
+            if let Some(t) = self.poll_hello(now, buf) {
+                return Some(t);
+            }
         }
-        if !self.done {
+        // Most polls find every window full and nothing picked: say so without entering the
+        // scheduling or the REQUEST writing, whose stack frames cost more than the looks.
+        if !self.done && self.paths.iter().any(|p| p.can_send(now)) {
             self.schedule(now);
+        }
+        if self.outboxes == 0 {
+            debug_assert!(self.paths.iter().all(|p| p.outbox.is_empty()));
+            return None;
         }
         self.emit_request(buf)
     }
 
+    #[inline(never)]
     fn poll_hello(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if !self.maybe_connecting {
-            return None;
-        }
         let content = self.config.content;
         for path in &mut self.paths {
             if let PathState::Connecting {
@@ -772,28 +835,34 @@ impl Download {
                 });
             }
         }
-        self.maybe_connecting = self.paths.iter().any(|p| matches!(p.state, PathState::Connecting { .. }));
+        self.maybe_connecting = self
+            .paths
+            .iter()
+            .any(|p| matches!(p.state, PathState::Connecting { .. }));
         None
     }
 
-    /// Asks the scheduler for requests while some path can take one.
+    /// Asks the scheduler for requests while some path can take one (some path can).
+    #[inline(never)]
     fn schedule(&mut self, now: Instant) {
-        // Most polls find every window full; say so before building any view.
-        if !self.paths.iter().any(|p| p.can_send(now)) {
-            return;
-        }
-        // The views persist between calls; only the paths whose estimates moved are redone.
         let mut views = std::mem::take(&mut self.view_paths);
-        let mut n = 0;
-        for path in self.paths.iter_mut().filter(|p| p.is_established()) {
-            if n < views.len() {
-                path.write_view(now, &mut views[n], false);
-            } else {
-                views.push(path.view(now));
+        if self.views_valid {
+            // Each path brings its own view up to date, at the cost of a look or two if
+            // nothing happened to it.
+            for (view, &index) in views.iter_mut().zip(&self.view_index) {
+                self.paths[index].write_view(now, view, false);
             }
-            n += 1;
+        } else {
+            views.clear();
+            self.view_index.clear();
+            for (index, path) in self.paths.iter_mut().enumerate() {
+                if path.is_established() {
+                    views.push(path.view(now));
+                    self.view_index.push(index);
+                }
+            }
+            self.views_valid = true;
         }
-        views.truncate(n);
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;
@@ -825,14 +894,15 @@ impl Download {
                 player_buffer: None,
             };
             let Some(pick) = self.scheduler.next(&view) else { break };
-            if !self.apply(now, pick, new_end) {
+            // Only established paths have views, and only they can take a pick.
+            let Some(slot) = views.iter().position(|v| v.id == pick.path) else {
+                break;
+            };
+            let index = self.view_index[slot];
+            if !self.apply(now, index, pick, new_end) {
                 break;
             }
-            if let Some(i) = self.path_index(pick.path) {
-                if let Some(v) = views.iter_mut().find(|v| v.id == pick.path) {
-                    self.paths[i].write_view(now, v, false);
-                }
-            }
+            self.paths[index].write_view(now, &mut views[slot], false);
         }
         self.view_paths = views;
     }
@@ -841,17 +911,40 @@ impl Download {
         self.paths.iter().any(|p| p.in_flight_count() > 0)
     }
 
-    /// Checks and carries out a pick; false if the pick is not allowed.
-    fn apply(&mut self, now: Instant, pick: Pick, new_end: u64) -> bool {
-        let Some(index) = self.path_index(pick.path) else {
-            return false;
-        };
+    /// The slot of `seq`, if the ring holds it.
+    fn slot_index(&self, seq: u64) -> Option<usize> {
+        seq.checked_sub(self.ring_base)
+            .map(|i| i as usize)
+            .filter(|&i| i < self.slots.len())
+    }
+
+    /// `seq` is in flight on the path at `index`.
+    fn in_flight_on(&self, index: usize, seq: u64) -> bool {
+        let path = &self.paths[index];
+        self.slot_index(seq).is_some_and(|i| self.slots[i].holder == path.id.0)
+            || path.in_flight_spill.contains_key(seq)
+    }
+
+    /// Takes `seq` off the requests in flight on the path at `index`; returns its pn.
+    fn take_in_flight(&mut self, index: usize, seq: u64) -> Option<u64> {
+        let path = self.paths[index].id.0;
+        if let Some(i) = self.slot_index(seq) {
+            let slot = &mut self.slots[i];
+            if slot.holder == path {
+                slot.holder = NO_PATH;
+                return Some(slot.pn);
+            }
+        }
+        self.paths[index].in_flight_spill.remove(seq)
+    }
+
+    /// Checks and carries out a pick for the path at `index`; false if the pick is not allowed.
+    fn apply(&mut self, now: Instant, index: usize, pick: Pick, new_end: u64) -> bool {
         let seq = pick.seq;
-        if !self.paths[index].can_send(now) || seq < self.cursor || seq >= new_end.max(self.next_new)
-        {
+        if !self.paths[index].can_send(now) || seq < self.cursor || seq >= new_end.max(self.next_new) {
             return false;
         }
-        if self.paths[index].in_flight.contains_key(&seq) {
+        if self.in_flight_on(index, seq) {
             return false;
         }
         if seq >= self.next_new {
@@ -860,7 +953,7 @@ impl Download {
                 self.holes.insert(skipped);
             }
             self.next_new = seq + 1;
-        } else if !self.holes.remove(&seq) {
+        } else if self.holes.is_empty() || !self.holes.remove(&seq) {
             // Not pending: allowed only as a redundant copy of a number in flight elsewhere.
             let i = (seq - self.ring_base) as usize;
             if self.slots.get(i).is_none_or(|s| s.received || s.copies == 0) {
@@ -870,13 +963,26 @@ impl Download {
         let i = (seq - self.ring_base) as usize;
         while self.slots.len() <= i {
             self.slots.push_back(Slot::default());
+            if self.config.keep_data {
+                self.payloads.push_back(Vec::new());
+            }
         }
         let slot = &mut self.slots[i];
         slot.copies = slot.copies.saturating_add(1);
         let bytes = self.packet_len(seq);
         let app_limited = self.holes.is_empty() && self.next_new >= new_end;
         let ps = &mut self.stats.paths[pick.path.0 as usize];
-        self.paths[index].record_request(ps, now, seq, bytes, app_limited);
+        let pn = self.paths[index].record_request(ps, now, seq, bytes, app_limited);
+        let slot = &mut self.slots[i];
+        if slot.holder == NO_PATH {
+            slot.holder = pick.path.0;
+            slot.pn = pn;
+        } else {
+            self.paths[index].in_flight_spill.insert(seq, pn);
+        }
+        if self.paths[index].outbox.len() == 1 {
+            self.outboxes += 1;
+        }
         self.stats.requests_sent += 1;
         if self.stats.started.is_none() {
             self.stats.started = Some(now);
@@ -887,6 +993,7 @@ impl Download {
     }
 
     /// Writes one REQUEST from the next path (in turn) that has picks waiting.
+    #[inline(never)]
     fn emit_request(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
         let n = self.paths.len();
         for k in 0..n {
@@ -897,9 +1004,11 @@ impl Download {
             }
             let Some(token) = path.token() else {
                 path.outbox.clear();
+                self.outboxes -= 1;
                 continue;
             };
-            let mut ranges: Vec<wire::SeqRange> = Vec::new();
+            let ranges = &mut self.range_scratch;
+            ranges.clear();
             let fixed = 2 + 8 + 1 + token.len() + 8 + 1;
             let max_ranges = ((wire::MAX_DATAGRAM - fixed) / wire::RANGE_LEN).min(255);
             let mut taken = 0;
@@ -917,12 +1026,15 @@ impl Download {
                 taken += 1;
             }
             let request_id = path.outbox_first_pn;
-            let encoded = wire::encode_request(buf, path.conn_id, token, request_id, &ranges);
+            let encoded = wire::encode_request(buf, path.conn_id, token, request_id, ranges);
             debug_assert!(encoded.is_ok(), "request within limits");
             let id = path.id;
             path.mark_request(request_id);
             path.outbox.drain(..taken);
             path.outbox_first_pn += taken as u64;
+            if path.outbox.is_empty() {
+                self.outboxes -= 1;
+            }
             self.emit_next = (index + 1) % n;
             return Some(Transmit {
                 path: id,
@@ -958,10 +1070,10 @@ impl Download {
             }
             let seq = self.read_pos / self.packet_size;
             let offset = (self.read_pos % self.packet_size) as usize;
-            let slot = &self.slots[(seq - self.ring_base) as usize];
-            let in_packet = (available_end - self.read_pos).min(slot.data.len() as u64 - offset as u64) as usize;
+            let data = &self.payloads[(seq - self.ring_base) as usize];
+            let in_packet = (available_end - self.read_pos).min(data.len() as u64 - offset as u64) as usize;
             let n = in_packet.min(buf.len() - written);
-            buf[written..written + n].copy_from_slice(&slot.data[offset..offset + n]);
+            buf[written..written + n].copy_from_slice(&data[offset..offset + n]);
             written += n;
             self.read_pos += n as u64;
         }
@@ -990,8 +1102,12 @@ struct Lookup<'a> {
 
 impl InFlightLookup for Lookup<'_> {
     fn paths_of(&self, seq: u64, f: &mut dyn FnMut(PathId)) {
+        let holder = seq
+            .checked_sub(self.ring_base)
+            .and_then(|i| self.slots.get(i as usize))
+            .map_or(NO_PATH, |s| s.holder);
         for p in self.paths {
-            if p.in_flight.contains_key(&seq) {
+            if p.id.0 == holder || p.in_flight_spill.contains_key(seq) {
                 f(p.id);
             }
         }

@@ -5,8 +5,7 @@ use crate::cc::{Controller, DataArrival, Loss};
 use crate::estimate::{DeliveryRate, LossEventRate, RttEstimator, expected_transmission_time};
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 /// A path's handle, unique within one download (never reused).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -57,26 +56,118 @@ pub(crate) struct Sent {
     pub done: bool,
 }
 
-/// Sequence numbers are dense integers: a multiplicative hash spreads them well and costs
-/// one multiplication, where SipHash would cost far more per packet.
-#[derive(Default)]
-pub(crate) struct SeqHasher(u64);
+/// Sequence number → pn: an open-addressing table with linear probing and a multiplicative
+/// hash, which sequence numbers (dense integers) spread well. Leaner than a general-purpose
+/// map; the download keeps most pns in its slot ring and only the rest here.
+#[derive(Clone, Debug)]
+pub(crate) struct SeqIndex {
+    /// (seq, pn); `seq == EMPTY` marks a free slot. The length is a power of two.
+    slots: Vec<(u64, u64)>,
+    len: usize,
+    /// `64 - log2(slots.len())`: the hash is the top bits of a product.
+    shift: u32,
+}
 
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+/// A free slot. No sequence number reaches it: it would be a packet past 2^64 bytes.
+const EMPTY: u64 = u64::MAX;
+
+impl Default for SeqIndex {
+    fn default() -> Self {
+        SeqIndex::with_capacity_log2(4)
     }
 }
 
-pub(crate) type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
+impl SeqIndex {
+    fn with_capacity_log2(bits: u32) -> SeqIndex {
+        SeqIndex {
+            slots: vec![(EMPTY, 0); 1 << bits],
+            len: 0,
+            shift: 64 - bits,
+        }
+    }
+
+    /// Where `seq` starts probing (Fibonacci hashing).
+    #[inline]
+    fn home(&self, seq: u64) -> usize {
+        (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// The slot holding `seq`, or the free slot that ends its probe run.
+    #[inline]
+    fn probe(&self, seq: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(seq);
+        loop {
+            let s = self.slots[i].0;
+            if s == seq || s == EMPTY {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    pub fn contains_key(&self, seq: u64) -> bool {
+        self.slots[self.probe(seq)].0 == seq
+    }
+
+    /// Maps `seq` to `pn`, replacing any earlier pn.
+    pub fn insert(&mut self, seq: u64, pn: u64) {
+        debug_assert_ne!(seq, EMPTY);
+        // At most half full keeps probe runs short.
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let i = self.probe(seq);
+        if self.slots[i].0 == EMPTY {
+            self.len += 1;
+        }
+        self.slots[i] = (seq, pn);
+    }
+
+    /// Removes `seq`; returns its pn.
+    pub fn remove(&mut self, seq: u64) -> Option<u64> {
+        let mut hole = self.probe(seq);
+        let (s, pn) = self.slots[hole];
+        if s != seq {
+            return None;
+        }
+        self.len -= 1;
+        // Backward-shift deletion: an entry further along the run moves into the hole unless
+        // its home lies cyclically in (hole, i], so lookups never meet tombstones.
+        let mask = self.slots.len() - 1;
+        let mut i = hole;
+        loop {
+            i = (i + 1) & mask;
+            let entry = self.slots[i];
+            if entry.0 == EMPTY {
+                break;
+            }
+            let home = self.home(entry.0);
+            let stays = if hole <= i {
+                hole < home && home <= i
+            } else {
+                hole < home || home <= i
+            };
+            if !stays {
+                self.slots[hole] = entry;
+                hole = i;
+            }
+        }
+        self.slots[hole] = (EMPTY, 0);
+        Some(pn)
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let bits = 64 - self.shift + 1;
+        let old = std::mem::replace(self, SeqIndex::with_capacity_log2(bits));
+        for (seq, pn) in old.slots {
+            if seq != EMPTY {
+                self.insert(seq, pn);
+            }
+        }
+    }
+}
 
 /// Counters of one path, reported in [`crate::Stats`].
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -114,8 +205,11 @@ pub(crate) struct Path {
     pub ledger: VecDeque<Sent>,
     pub base_pn: u64,
     pub next_pn: u64,
-    /// seq → pn of the requests in flight on this path.
-    pub in_flight: SeqMap<u64>,
+    /// Requests in flight on this path.
+    in_flight: u64,
+    /// seq → pn of the requests in flight on this path that the download's slot ring does not
+    /// hold (see `Download::take_in_flight`).
+    pub in_flight_spill: SeqIndex,
     pub in_flight_bytes: u64,
     pub largest_answered: Option<u64>,
     /// Sequence numbers picked and not yet put in a REQUEST, with the pn of the first.
@@ -127,17 +221,25 @@ pub(crate) struct Path {
     pub delivered_time: Instant,
     pub consecutive_timeouts: u32,
     /// Distinct packets this path delivered first.
-    pub delivered_packets: u64,
+    delivered_packets: u64,
     /// The estimates changed since the last view was written.
     view_stale: bool,
+    /// The window, the requests in flight, pacing or the delivered count may have changed
+    /// since the last view was written (at `view_at`).
+    view_dirty: bool,
+    view_at: Instant,
     /// Payload bytes per packet.
     packet_size: u64,
     /// The controller's window in packets (at least one), kept current after every event it
     /// sees: schedulers and timers ask for it far more often than it changes.
     cwnd: u64,
     /// `rtt.rto()`, kept current: the timer is asked for on every event, the estimate
-    /// changes only on samples and timeouts.
+    /// changes only on samples and timeouts. Also in nanoseconds (saturating), for the timer.
     rto: Duration,
+    rto_ns: u64,
+    /// When the oldest request in flight was sent: kept current by every change to the
+    /// ledger's front, as the download asks for the RTO deadline after every event.
+    oldest_sent: Option<Instant>,
 }
 
 impl Path {
@@ -168,7 +270,8 @@ impl Path {
             ledger: VecDeque::new(),
             base_pn: 0,
             next_pn: 0,
-            in_flight: SeqMap::default(),
+            in_flight: 0,
+            in_flight_spill: SeqIndex::default(),
             in_flight_bytes: 0,
             largest_answered: None,
             outbox: Vec::new(),
@@ -179,13 +282,17 @@ impl Path {
             consecutive_timeouts: 0,
             delivered_packets: 0,
             view_stale: true,
+            view_dirty: true,
+            view_at: now,
             rto: Duration::ZERO,
+            rto_ns: 0,
+            oldest_sent: None,
         }
         .with_current_estimates()
     }
 
     fn with_current_estimates(mut self) -> Path {
-        self.rto = self.rtt.rto();
+        self.set_rto();
         self.refresh_cwnd();
         self
     }
@@ -202,7 +309,7 @@ impl Path {
     }
 
     pub fn in_flight_count(&self) -> u64 {
-        self.in_flight.len() as u64
+        self.in_flight
     }
 
     /// Congestion window in packets of `packet_size` (at least one).
@@ -213,6 +320,13 @@ impl Path {
     /// Re-reads the controller's window after it saw an event.
     fn refresh_cwnd(&mut self) {
         self.cwnd = (self.cc.window() / self.packet_size).max(1);
+        self.view_dirty = true;
+    }
+
+    /// This path delivered a packet first.
+    pub fn note_delivered(&mut self) {
+        self.delivered_packets += 1;
+        self.view_dirty = true;
     }
 
     pub fn can_send(&self, now: Instant) -> bool {
@@ -226,18 +340,39 @@ impl Path {
         view
     }
 
-    /// Brings `out`, this path's view from an earlier call, up to date. The estimates are
-    /// recomputed only after they changed (or with `full`): schedulers ask far more often
-    /// than packets arrive.
+    /// Brings `out`, the view this path wrote last, up to date. The estimates are recomputed
+    /// only after they changed (or with `full`), the rest only after an event on this path or
+    /// when time may have opened the pacing gate: schedulers ask far more often than packets
+    /// arrive, and most asks follow an event on another path.
+    #[inline]
     pub fn write_view(&mut self, now: Instant, out: &mut PathView, full: bool) {
         if full || self.view_stale || out.id != self.id {
-            *out = self.fresh_view();
-            self.view_stale = false;
+            self.refresh_view(out);
+        } else if !self.view_dirty && (out.can_send || self.next_send <= self.view_at) {
+            // Nothing shown changed, and `now` ≥ `view_at` cannot change `can_send`.
+            debug_assert!(
+                out.cwnd == self.cwnd
+                    && out.in_flight == self.in_flight_count()
+                    && out.can_send == self.can_send(now)
+                    && out.delivered == self.delivered_packets,
+                "a clean view is current"
+            );
+            return;
         }
         out.cwnd = self.cwnd;
         out.in_flight = self.in_flight_count();
         out.can_send = self.can_send(now);
         out.delivered = self.delivered_packets;
+        self.view_dirty = false;
+        self.view_at = now;
+    }
+
+    /// Out of line: the estimates are redone once per arrival, the quick check above runs for
+    /// every path at every ask.
+    #[inline(never)]
+    fn refresh_view(&mut self, out: &mut PathView) {
+        *out = self.fresh_view();
+        self.view_stale = false;
     }
 
     fn fresh_view(&self) -> PathView {
@@ -264,11 +399,18 @@ impl Path {
     /// The estimates changed: the next view recomputes them.
     pub fn invalidate_view(&mut self) {
         self.view_stale = true;
-        self.rto = self.rtt.rto();
+        self.set_rto();
     }
 
-    /// Puts a request for `seq` on the ledger and in the outbox; returns its pn.
+    fn set_rto(&mut self) {
+        self.rto = self.rtt.rto();
+        self.rto_ns = u64::try_from(self.rto.as_nanos()).unwrap_or(u64::MAX);
+    }
+
+    /// Puts a request for `seq` on the ledger and in the outbox; returns its pn, which the
+    /// download notes as in flight for `seq`.
     pub fn record_request(&mut self, ps: &mut PathStats, now: Instant, seq: u64, bytes: u64, app_limited: bool) -> u64 {
+        self.view_dirty = true;
         let pn = self.next_pn;
         self.next_pn += 1;
         if self.outbox.is_empty() {
@@ -285,7 +427,11 @@ impl Path {
             request_start: false,
             done: false,
         });
-        self.in_flight.insert(seq, pn);
+        if self.oldest_sent.is_none() {
+            // The ledger was empty: this is now the oldest request in flight.
+            self.oldest_sent = Some(now);
+        }
+        self.in_flight += 1;
         self.in_flight_bytes += bytes;
         ps.requests += 1;
         self.cc.on_request_sent(now, bytes, self.in_flight_bytes);
@@ -303,20 +449,26 @@ impl Path {
         self.ledger.get_mut(usize::try_from(index).ok()?)
     }
 
-    /// Removes settled entries from the front of the ledger.
+    /// Removes settled entries from the front of the ledger. Every settling ends here, so
+    /// this also notes the oldest request in flight.
     fn trim(&mut self) {
         while self.ledger.front().is_some_and(|s| s.done) {
             self.ledger.pop_front();
             self.base_pn += 1;
         }
+        // Trimmed, the front is the oldest request in flight.
+        self.oldest_sent = self.ledger.front().map(|s| s.sent);
     }
 
-    /// Data for `seq` arrived. Returns the RTT sample when it answers a request in flight.
-    pub fn on_data(&mut self, ps: &mut PathStats, now: Instant, seq: u64, bytes: u64) -> Option<Duration> {
+    /// Data arrived, answering the request in flight `pn` if any (the download took it off its
+    /// records). Returns the RTT sample when it answers one.
+    pub fn on_data(&mut self, ps: &mut PathStats, now: Instant, pn: Option<u64>, bytes: u64) -> Option<Duration> {
         ps.packets += 1;
         ps.bytes += bytes;
         self.consecutive_timeouts = 0;
-        let pn = self.in_flight.remove(&seq)?;
+        let pn = pn?;
+        self.in_flight -= 1;
+        self.view_dirty = true;
         let entry = *self.entry_mut(pn)?;
         self.entry_mut(pn)?.done = true;
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
@@ -365,7 +517,9 @@ impl Path {
         }
         entry.done = true;
         let entry = *entry;
-        self.in_flight.remove(&entry.seq);
+        // The download takes the returned number off its records.
+        self.in_flight -= 1;
+        self.view_dirty = true;
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         if congestion {
             self.invalidate_view();
@@ -388,6 +542,10 @@ impl Path {
     pub fn detect_reorder_losses(&mut self, ps: &mut PathStats, now: Instant, threshold: u64, lost: &mut Vec<u64>) {
         let Some(largest) = self.largest_answered else { return };
         let mut pn = self.base_pn;
+        if pn + threshold > largest {
+            // Nothing to settle (the usual case), and the ledger is trimmed after every change.
+            return;
+        }
         while pn + threshold <= largest {
             if let Some(seq) = self.settle_lost(ps, now, pn, false, true) {
                 lost.push(seq);
@@ -399,6 +557,15 @@ impl Path {
 
     /// When the oldest request in flight times out.
     pub fn rto_deadline(&self) -> Option<Instant> {
+        // `sent + rto`, which saturates the same way.
+        let deadline = self
+            .oldest_sent
+            .map(|sent| Instant::from_nanos(sent.as_nanos().saturating_add(self.rto_ns)));
+        debug_assert_eq!(deadline, self.find_deadline(), "the deadline is current");
+        deadline
+    }
+
+    fn find_deadline(&self) -> Option<Instant> {
         let oldest = self.ledger.iter().find(|s| !s.done)?;
         Some(oldest.sent + self.rto)
     }

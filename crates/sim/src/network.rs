@@ -145,8 +145,8 @@ impl<T> Network<T> {
             },
         );
         self.links[first as usize].enqueue(now, packet);
+        // The heap's top stays live: an entry made stale here is replaced by an earlier one.
         self.reschedule(first);
-        self.drop_stale();
     }
 
     /// The next packet that reached the end of its route by `now`: earliest first, ties in

@@ -217,7 +217,7 @@ struct ServerNode {
     recover_at: Option<Instant>,
     /// Incarnation count, so a recovered server gets a new token key.
     generation: u64,
-    /// Had an input since its last flush.
+    /// Had an input since its last flush (and is listed in `World::dirty_servers`).
     dirty: bool,
     /// Its session's next timer, as of its last flush.
     timer: Option<Instant>,
@@ -267,6 +267,12 @@ pub struct World {
     seed: u64,
     client_dirty: bool,
     client_timer: Option<Instant>,
+    /// The servers that had an input since the last flush, so a flush visits only them.
+    dirty_servers: Vec<usize>,
+    /// The servers' earliest timer or failure event, while `servers_event_stale` is false:
+    /// server timers seldom change, and the loop asks for the earliest event at every step.
+    servers_event: Option<Instant>,
+    servers_event_stale: bool,
 }
 
 impl World {
@@ -371,6 +377,9 @@ impl World {
             seed,
             client_dirty: true,
             client_timer: None,
+            dirty_servers: (0..spec.servers.len()).collect(),
+            servers_event: None,
+            servers_event_stale: true,
         })
     }
 
@@ -396,10 +405,13 @@ impl World {
             self.client_timer = self.client.poll_timeout();
             self.client_dirty = false;
         }
-        for i in 0..self.servers.len() {
-            if !self.servers[i].dirty {
-                continue;
-            }
+        if self.dirty_servers.is_empty() {
+            return;
+        }
+        let mut dirty = std::mem::take(&mut self.dirty_servers);
+        // In server order, as when every server was visited: their sends may share a link.
+        dirty.sort_unstable();
+        for &i in &dirty {
             while let Some(len) = self.poll_server(i) {
                 self.buf.truncate(len);
                 if self.buf.get(1) == Some(&wire::kind::DATA) {
@@ -410,8 +422,23 @@ impl World {
                 self.network.send(now, route, Packet::new(len as u32, datagram));
             }
             let node = &mut self.servers[i];
-            node.timer = node.session.as_ref().and_then(|s| s.poll_timeout());
+            let timer = node.session.as_ref().and_then(|s| s.poll_timeout());
+            if timer != node.timer {
+                node.timer = timer;
+                self.servers_event_stale = true;
+            }
             node.dirty = false;
+        }
+        dirty.clear();
+        self.dirty_servers = dirty;
+    }
+
+    /// Server `i` had an input: its next flush polls it.
+    fn mark_dirty(&mut self, i: usize) {
+        let node = &mut self.servers[i];
+        if !node.dirty {
+            node.dirty = true;
+            self.dirty_servers.push(i);
         }
     }
 
@@ -422,23 +449,31 @@ impl World {
     }
 
     /// The earliest node timer or failure event.
-    fn next_node_event(&self) -> Option<Instant> {
-        let mut next = self.client_timer;
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n: Instant| n.min(t)));
-            }
-        };
-        for s in &self.servers {
-            consider(s.timer);
-            consider(s.fail_at.filter(|_| s.session.is_some()));
-            consider(s.recover_at.filter(|_| s.session.is_none()));
+    fn next_node_event(&mut self) -> Option<Instant> {
+        if self.servers_event_stale {
+            self.servers_event = self
+                .servers
+                .iter()
+                .flat_map(|s| {
+                    [
+                        s.timer,
+                        s.fail_at.filter(|_| s.session.is_some()),
+                        s.recover_at.filter(|_| s.session.is_none()),
+                    ]
+                })
+                .flatten()
+                .min();
+            self.servers_event_stale = false;
         }
-        next
+        match (self.client_timer, self.servers_event) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn handle_node_events(&mut self) {
         let now = self.now;
+        self.servers_event_stale = true;
         if self.client_timer.is_some_and(|t| t <= now) {
             self.client.handle_timeout(now);
             self.client_dirty = true;
@@ -448,20 +483,20 @@ impl World {
             if node.session.is_some() && node.fail_at.is_some_and(|t| t <= now) {
                 node.session = None;
                 node.fail_at = None;
-                node.dirty = true;
+                self.mark_dirty(i);
             } else if node.session.is_none() && node.recover_at.is_some_and(|t| t <= now) {
                 node.recover_at = None;
                 node.generation += 1;
-                node.dirty = true;
                 let mut config = node.config.clone();
                 config.token_key = token_key(self.seed, i, node.generation);
                 node.session = Some(ServerSession::new(config, self.content));
+                self.mark_dirty(i);
                 self.reconnect(i);
             } else if node.timer.is_some_and(|t| t <= now) {
                 if let Some(session) = node.session.as_mut() {
                     session.handle_timeout(now);
                 }
-                node.dirty = true;
+                self.mark_dirty(i);
             }
         }
     }
@@ -536,10 +571,9 @@ impl World {
                 self.client_dirty = true;
             }
             Endpoint::Server(i) => {
-                let node = &mut self.servers[i];
-                if let Some(session) = node.session.as_mut() {
+                if let Some(session) = self.servers[i].session.as_mut() {
                     session.handle_datagram(self.now, CLIENT_ADDR, bytes);
-                    node.dirty = true;
+                    self.mark_dirty(i);
                 }
             }
         }

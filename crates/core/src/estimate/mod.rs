@@ -21,8 +21,13 @@ pub fn expected_transmission_time(rtt: Duration, rto: Duration, loss: f64) -> Du
     if loss >= 1.0 {
         return Duration::MAX;
     }
-    // In nanoseconds: schedulers ask for E of every path on every decision.
-    let extra = (rto.as_nanos() as f64 * loss / (1.0 - loss)).round();
+    // In nanoseconds: schedulers ask for E of every path on every decision. (Through u64
+    // when it fits: the same value, without a 128-bit float conversion.)
+    let rto_ns = match u64::try_from(rto.as_nanos()) {
+        Ok(ns) => ns as f64,
+        Err(_) => rto.as_nanos() as f64,
+    };
+    let extra = (rto_ns * loss / (1.0 - loss)).round();
     if extra >= u64::MAX as f64 {
         return Duration::MAX;
     }

@@ -9,29 +9,41 @@ const CLOCK_GRANULARITY: Duration = Duration::from_millis(1);
 const RTO_BEFORE_SAMPLE: Duration = Duration::from_secs(1);
 
 /// RFC 6298 estimator of one path's round trip (request sent → data arrived).
+///
+/// Times are kept in nanoseconds: the estimator runs for every packet, and integer
+/// arithmetic on one word is several times cheaper than on `Duration`'s seconds and
+/// nanoseconds, with the same results (`Duration` divides its nanoseconds rounding down, as
+/// integers do). Durations past `u64::MAX` ns (584 years) saturate there.
 #[derive(Clone, Debug)]
 pub struct RttEstimator {
-    initial: Duration,
-    min_rto: Duration,
-    max_rto: Duration,
+    initial: u64,
+    min_rto: u64,
+    max_rto: u64,
     /// SRTT; `None` until the first sample.
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    min: Duration,
-    latest: Duration,
+    srtt: Option<u64>,
+    rttvar: u64,
+    min: u64,
+    latest: u64,
     /// Timeouts since the last sample (§5.5 doubles the RTO once per timeout).
     backoff: u32,
+}
+
+/// `d` in nanoseconds, saturating.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl RttEstimator {
     /// `initial` stands in for the RTT until the first sample; the RTO is clamped to
     /// `[min_rto, max_rto]`.
     pub fn new(initial: Duration, min_rto: Duration, max_rto: Duration) -> Self {
+        let initial = nanos(initial);
+        let min_rto = nanos(min_rto);
         RttEstimator {
             initial,
             min_rto,
             // A ceiling below the floor would make every clamp panic; the floor wins.
-            max_rto: max_rto.max(min_rto),
+            max_rto: nanos(max_rto).max(min_rto),
             srtt: None,
             rttvar: initial / 2,
             min: initial,
@@ -42,6 +54,7 @@ impl RttEstimator {
     /// Takes one RTT sample (RFC 6298 §2.2, §2.3) and clears the back-off (the note after
     /// §5.7: a new measurement "collapses" a backed-off RTO).
     pub fn update(&mut self, sample: Duration) {
+        let sample = nanos(sample);
         match self.srtt {
             // §2.2: the first measurement R sets SRTT <- R, RTTVAR <- R/2.
             None => {
@@ -51,11 +64,12 @@ impl RttEstimator {
             }
             // §2.3: RTTVAR <- (1 - beta)·RTTVAR + beta·|SRTT - R'| with beta = 1/4, then
             // SRTT <- (1 - alpha)·SRTT + alpha·R' with alpha = 1/8. RTTVAR goes first
-            // because it must see the SRTT from before this sample.
+            // because it must see the SRTT from before this sample. (In u128, which cannot
+            // overflow; the results are averages of u64s.)
             Some(srtt) => {
                 let deviation = srtt.abs_diff(sample);
-                self.rttvar = (self.rttvar * 3 + deviation) / 4;
-                self.srtt = Some((srtt * 7 + sample) / 8);
+                self.rttvar = ((u128::from(self.rttvar) * 3 + u128::from(deviation)) / 4) as u64;
+                self.srtt = Some(((u128::from(srtt) * 7 + u128::from(sample)) / 8) as u64);
                 self.min = self.min.min(sample);
             }
         }
@@ -67,33 +81,40 @@ impl RttEstimator {
     }
     /// SRTT, or the initial RTT before the first sample.
     pub fn smoothed(&self) -> Duration {
-        self.srtt.unwrap_or(self.initial)
+        Duration::from_nanos(self.srtt.unwrap_or(self.initial))
     }
     /// RTTVAR, or half the initial RTT before the first sample (what §2.2 would set if the
     /// initial RTT had been measured).
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar)
     }
     /// Smallest sample seen, or the initial RTT before the first sample.
     pub fn min(&self) -> Duration {
-        self.min
+        Duration::from_nanos(self.min)
     }
     /// The most recent sample, or the initial RTT before the first sample.
     pub fn latest(&self) -> Duration {
-        self.latest
+        Duration::from_nanos(self.latest)
     }
     /// RTO without back-off: SRTT + max(G, 4·RTTVAR) (§2.3), clamped; 1 s before a sample (§2.1).
     pub fn base_rto(&self) -> Duration {
+        Duration::from_nanos(self.base_rto_nanos())
+    }
+    fn base_rto_nanos(&self) -> u64 {
         let rto = match self.srtt {
-            None => RTO_BEFORE_SAMPLE,
-            Some(srtt) => srtt.saturating_add(CLOCK_GRANULARITY.max(self.rttvar.saturating_mul(4))),
+            None => nanos(RTO_BEFORE_SAMPLE),
+            Some(srtt) => srtt.saturating_add(nanos(CLOCK_GRANULARITY).max(self.rttvar.saturating_mul(4))),
         };
         rto.clamp(self.min_rto, self.max_rto)
     }
     /// RTO with the current back-off applied (§5.5), clamped to `max_rto`.
     pub fn rto(&self) -> Duration {
         let factor = 1u32.checked_shl(self.backoff).unwrap_or(u32::MAX);
-        self.base_rto().saturating_mul(factor).min(self.max_rto)
+        let rto = self
+            .base_rto_nanos()
+            .saturating_mul(u64::from(factor))
+            .min(self.max_rto);
+        Duration::from_nanos(rto)
     }
     /// The timer expired: double the RTO (§5.5).
     pub fn back_off(&mut self) {

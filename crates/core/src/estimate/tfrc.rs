@@ -33,10 +33,28 @@ pub struct LossEventRate {
     events: VecDeque<LossEvent>,
     /// An event was dropped from the front: the oldest kept event has no known start.
     forgot: bool,
-    /// Lowest and highest request numbers reported (answered or lost).
+    /// Lowest request number reported (answered or lost).
     lowest: Option<u64>,
     /// Highest request number answered.
     highest_arrival: Option<u64>,
+    /// What the mean takes from the closed intervals, which change only with a loss event
+    /// (or a new lowest request), while the open one grows with every arrival.
+    closed: ClosedIntervals,
+}
+
+/// The closed intervals' part of §5.4's sums, computed once per change of the events.
+#[derive(Clone, Debug, Default)]
+struct ClosedIntervals {
+    /// k, the number of closed intervals (the stand-in included).
+    k: usize,
+    /// I_1 + … + I_min(k−1, 3): the closed intervals that share weight 1 with I_0 in I_tot0.
+    /// Sums of integers are exact in f64, so I_0 can be added to them first.
+    ones: u64,
+    /// I_i·w_i for i = 4..k−1, the rest of I_tot0, in order.
+    tail: [f64; WEIGHTS.len()],
+    /// I_tot1 and W_tot.
+    tot1: f64,
+    w_tot: f64,
 }
 
 impl LossEventRate {
@@ -52,17 +70,24 @@ impl LossEventRate {
     /// an event belong to that event (§5.2).
     pub fn on_loss(&mut self, pn: u64, sent: Instant, rtt: Duration) {
         self.note_pn(pn);
+        if self.add_loss(pn, sent, rtt) {
+            self.closed = self.closed_intervals();
+        }
+    }
+
+    /// Records the loss in the events; returns whether they changed.
+    fn add_loss(&mut self, pn: u64, sent: Instant, rtt: Duration) -> bool {
         // Index of the first event starting after `pn`; the one before it, if any, is the
         // event `pn` would join.
         let after = self.events.partition_point(|e| e.pn <= pn);
         if after > 0 {
             let prev = self.events[after - 1];
             if prev.pn == pn || sent <= prev.sent + rtt {
-                return;
+                return false;
             }
         } else if self.forgot && !self.events.is_empty() {
             // Older than the oldest kept event: its interval has already been forgotten.
-            return;
+            return false;
         }
         self.events.insert(after, LossEvent { pn, sent });
         // A loss reported late may be the true first loss of the event that follows it:
@@ -76,6 +101,7 @@ impl LossEventRate {
             self.events.pop_front();
             self.forgot = true;
         }
+        true
     }
     /// Loss-event rate p = 1 / mean loss interval (§5.4, weights over the last 8 intervals,
     /// the open interval counted when it raises the mean); 0 before the first loss.
@@ -89,10 +115,36 @@ impl LossEventRate {
     /// loss.
     pub fn mean_interval(&self) -> Option<f64> {
         let newest = self.events.back()?;
-        // Intervals newest first: I_0 (open), then I_1..I_k (closed).
-        let mut intervals = [0u64; MAX_EVENTS];
+        // I_0, the open interval.
         let top = self.highest_arrival.unwrap_or(newest.pn).max(newest.pn);
-        intervals[0] = top - newest.pn + 1;
+        let open = top - newest.pn + 1;
+        let c = &self.closed;
+        // k closed intervals; §5.4:
+        //   I_tot0 = Σ_{i=0}^{k-1} I_i·w_i,  I_tot1 = Σ_{i=1}^{k} I_i·w_{i-1},
+        //   W_tot = Σ_{i=0}^{k-1} w_i,       I_mean = max(I_tot0, I_tot1) / W_tot.
+        // I_tot0 summed in this order, the weight-1 terms first: bit for bit the plain sum.
+        let tot0 = match open.checked_add(c.ones).filter(|&s| s < 1 << 53) {
+            Some(ones) if c.k > 0 => c.tail[..c.k.saturating_sub(4)]
+                .iter()
+                .fold(ones as f64, |tot, term| tot + term),
+            Some(_) => 0.0,
+            // Beyond 2^53 the terms round one by one; sum them as §5.4 writes it.
+            None => {
+                let mut intervals = self.closed_list();
+                intervals[0] = open;
+                WEIGHTS
+                    .iter()
+                    .zip(&intervals)
+                    .take(c.k)
+                    .fold(0.0, |tot, (w, &i)| tot + i as f64 * w)
+            }
+        };
+        Some(tot0.max(c.tot1) / c.w_tot)
+    }
+
+    /// Intervals newest first, with I_0 left at 0: I_1..I_k (closed), then zeros.
+    fn closed_list(&self) -> [u64; MAX_EVENTS] {
+        let mut intervals = [0u64; MAX_EVENTS];
         let mut count = 1;
         for j in (1..self.events.len()).rev() {
             if count == intervals.len() {
@@ -102,26 +154,45 @@ impl LossEventRate {
             count += 1;
         }
         if !self.forgot && count < intervals.len() {
-            let oldest = self.events[0].pn;
-            let first = self.lowest.unwrap_or(oldest).min(oldest);
-            intervals[count] = oldest - first + 1;
-            count += 1;
+            if let Some(oldest) = self.events.front().map(|e| e.pn) {
+                let first = self.lowest.unwrap_or(oldest).min(oldest);
+                intervals[count] = oldest - first + 1;
+            }
         }
-        // k closed intervals; §5.4:
-        //   I_tot0 = Σ_{i=0}^{k-1} I_i·w_i,  I_tot1 = Σ_{i=1}^{k} I_i·w_{i-1},
-        //   W_tot = Σ_{i=0}^{k-1} w_i,       I_mean = max(I_tot0, I_tot1) / W_tot.
-        let k = count - 1;
-        let (mut tot0, mut tot1, mut w_tot) = (0.0, 0.0, 0.0);
+        intervals
+    }
+
+    fn closed_intervals(&self) -> ClosedIntervals {
+        if self.events.is_empty() {
+            return ClosedIntervals::default();
+        }
+        // The same count as the list: events − 1 intervals between events, plus the
+        // stand-in unless forgotten, at most MAX_EVENTS − 1.
+        let between = self.events.len() - 1;
+        let stand_in = usize::from(!self.forgot && between + 1 < MAX_EVENTS);
+        let k = (between + stand_in).min(MAX_EVENTS - 1);
+        let intervals = self.closed_list();
+        let mut c = ClosedIntervals {
+            k,
+            ones: intervals[1..k.min(4)].iter().sum(),
+            ..ClosedIntervals::default()
+        };
         for (i, w) in WEIGHTS.iter().enumerate().take(k) {
-            tot0 += intervals[i] as f64 * w;
-            tot1 += intervals[i + 1] as f64 * w;
-            w_tot += w;
+            if i >= 4 {
+                c.tail[i - 4] = intervals[i] as f64 * w;
+            }
+            c.tot1 += intervals[i + 1] as f64 * w;
+            c.w_tot += w;
         }
-        Some(tot0.max(tot1) / w_tot)
+        c
     }
 
     fn note_pn(&mut self, pn: u64) {
-        self.lowest = Some(self.lowest.map_or(pn, |l| l.min(pn)));
+        if self.lowest.is_none_or(|l| pn < l) {
+            self.lowest = Some(pn);
+            // The stand-in interval starts at the lowest request.
+            self.closed = self.closed_intervals();
+        }
     }
 }
 

@@ -74,6 +74,17 @@ struct Queued<T> {
     packet: Packet<T>,
 }
 
+/// What becomes of the head packet when its serialization ends.
+#[derive(Clone, Copy, Debug)]
+enum Fate {
+    /// The link is stalled at rate 0: it never ends.
+    Stalled,
+    /// Lost (the loss model or a blackout) when its serialization ends at `at`.
+    Lost { at: u64 },
+    /// It leaves the link at `at`.
+    Exits { at: u64 },
+}
+
 /// The head packet's rate-stage state plus its pre-drawn fate.
 #[derive(Clone, Copy, Default)]
 struct Head {
@@ -131,6 +142,9 @@ pub struct Link<T> {
     queued_bytes: u64,
     /// Valid while `queue` is non-empty.
     head: Head,
+    /// What becomes of the head packet, worked out with it: `next_due` is asked after every
+    /// event, and the departure needs it too. Valid while `queue` is non-empty.
+    head_fate: Fate,
 
     /// Delay line while order is kept: exit times never decrease, so a FIFO suffices.
     fifo: VecDeque<(u64, Packet<T>)>,
@@ -166,6 +180,7 @@ impl<T> Link<T> {
             queue: VecDeque::new(),
             queued_bytes: 0,
             head: Head::default(),
+            head_fate: Fate::Stalled,
             fifo: VecDeque::new(),
             reordering: BinaryHeap::new(),
             seq: 0,
@@ -206,8 +221,20 @@ impl<T> Link<T> {
 
     /// Hands out one packet that has left the link by `now`, with the time it left, earliest
     /// first (ties in the order they were sent). Call until `None`.
+    #[inline]
     pub fn dequeue(&mut self, now: Instant) -> Option<(Instant, Packet<T>)> {
         let now = self.catch_up(now.as_nanos());
+        // Every call ends with one that finds nothing: keep it free of the full call.
+        let fifo_due = self.fifo.front().is_some_and(|f| f.0 <= now);
+        let heap_due = self.reordering.peek().is_some_and(|f| f.0.exit <= now);
+        if !fifo_due && !heap_due {
+            return None;
+        }
+        self.dequeue_due(now)
+    }
+
+    /// [`Link::dequeue`] once something has left by `now` (ns).
+    fn dequeue_due(&mut self, now: u64) -> Option<(Instant, Packet<T>)> {
         let fifo = self.fifo.front().map(|f| f.0);
         let heap = self.reordering.peek().map(|f| f.0.exit);
         let (exit, packet) = match (fifo, heap) {
@@ -232,12 +259,8 @@ impl<T> Link<T> {
             earliest(f.0.exit);
         }
         if !self.queue.is_empty() {
-            if let Some(done) = self.head.service.done {
-                if self.head.lost || self.in_blackout(done) {
-                    earliest(done);
-                } else {
-                    earliest(self.exit_time(done, self.head.jitter_ns));
-                }
+            if let Fate::Lost { at } | Fate::Exits { at } = self.head_fate {
+                earliest(at);
             }
             // Idle links take changes lazily; a busy one must re-time its head at the change.
             if let Some(c) = self.changes.front() {
@@ -301,6 +324,7 @@ impl<T> Link<T> {
         self.blackouts.push(blackout);
         self.blackouts.sort_by_key(|b| b.start);
         self.blackout_from = 0;
+        self.retime_head();
         Ok(())
     }
 
@@ -405,11 +429,8 @@ impl<T> Link<T> {
         {
             self.blackout_from += 1;
         }
-        if head.lost || self.in_blackout(t) {
-            self.stats.lost_packets += 1;
-            self.stats.lost_bytes += len;
-        } else {
-            let exit = self.exit_time(t, head.jitter_ns);
+        debug_assert_eq!(head.service.done, Some(t), "the head departs when it is done");
+        if let Fate::Exits { at: exit } = self.head_fate {
             self.last_exit = self.last_exit.max(exit);
             if self.jitter.reorder {
                 self.reordering.push(Reverse(Flight {
@@ -421,6 +442,9 @@ impl<T> Link<T> {
             } else {
                 self.fifo.push_back((exit, packet));
             }
+        } else {
+            self.stats.lost_packets += 1;
+            self.stats.lost_bytes += len;
         }
         if let Some(next) = self.queue.front() {
             let arrival = next.arrival;
@@ -439,6 +463,20 @@ impl<T> Link<T> {
             service,
             lost,
             jitter_ns,
+        };
+        self.retime_head();
+    }
+
+    /// Works out `head_fate` again after the head, its service, the delay, the jitter or the
+    /// blackouts changed. (Between such changes it stays put: `last_exit` only moves when the
+    /// head departs, and blackouts are only passed by once they end before the head's.)
+    fn retime_head(&mut self) {
+        self.head_fate = match self.head.service.done {
+            None => Fate::Stalled,
+            Some(done) if self.head.lost || self.in_blackout(done) => Fate::Lost { at: done },
+            Some(done) => Fate::Exits {
+                at: self.exit_time(done, self.head.jitter_ns),
+            },
         };
     }
 
@@ -481,6 +519,7 @@ impl<T> Link<T> {
             Change::Loss(l) => self.loss = LossState::new(l),
             Change::Queue(q) => self.limit = q,
         }
+        self.retime_head();
     }
 }
 

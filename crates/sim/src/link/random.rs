@@ -20,8 +20,16 @@ impl LossState {
     }
 
     /// Decides one packet's fate. Draws nothing when a probability is 0, so a lossless link
-    /// costs no random numbers.
+    /// costs no random numbers (nor a call: this runs for every packet).
+    #[inline]
     pub fn lose(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        match self.model {
+            Loss::None => false,
+            _ => self.draw_loss(rng),
+        }
+    }
+
+    fn draw_loss(&mut self, rng: &mut ChaCha8Rng) -> bool {
         match self.model {
             Loss::None => false,
             Loss::Bernoulli(p) => chance(rng, p),
@@ -48,7 +56,15 @@ fn chance(rng: &mut ChaCha8Rng, p: f64) -> bool {
 }
 
 /// Draws jitter in nanoseconds (may be negative). `spare` caches Box–Muller's second normal.
+#[inline]
 pub(crate) fn jitter_ns(jitter: &Jitter, rng: &mut ChaCha8Rng, spare: &mut Option<f64>) -> i64 {
+    match jitter.dist {
+        JitterDist::None => 0,
+        _ => draw_jitter(jitter, rng, spare),
+    }
+}
+
+fn draw_jitter(jitter: &Jitter, rng: &mut ChaCha8Rng, spare: &mut Option<f64>) -> i64 {
     match jitter.dist {
         JitterDist::None => 0,
         JitterDist::Uniform(spread) => {
