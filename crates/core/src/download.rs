@@ -63,7 +63,7 @@ impl DownloadConfig {
             tasks: Vec::new(),
             reorder_buffer: 4_000_000,
             reorder_threshold: 3,
-            max_consecutive_timeouts: 4,
+            max_consecutive_timeouts: 6,
             handshake_attempts: 5,
             min_rto: Duration::from_millis(200),
             keep_data: true,

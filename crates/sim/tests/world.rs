@@ -89,10 +89,11 @@ fn an_upload_cap_limits_a_fast_link() {
 fn a_failed_edge_is_survived_and_a_recovered_one_is_used_again() {
     let mut edge = server("edge", 10, 20, 0.0);
     edge.fail_at = Some(Duration::from_secs(2));
-    edge.recover_at = Some(Duration::from_secs(10));
+    // Down long enough (6 timeouts backing off from 200 ms take 12.6 s) to be given up.
+    edge.recover_at = Some(Duration::from_secs(20));
     let mut cdn = server("cdn", 2, 10, 0.0);
     cdn.origin = true;
-    let spec = world(20_000_000, vec![cdn, edge]);
+    let spec = world(30_000_000, vec![cdn, edge]);
     let out = run(&spec, "minrtt", "cubic", 4).unwrap();
     assert!(out.completed, "the download finishes");
     let edge_paths: Vec<_> = out.stats.paths.iter().filter(|p| p.name == "edge").collect();
