@@ -1,6 +1,6 @@
 //! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use cpu_time::ProcessTime;
 use pcdn_core::harness::DirectPair;
@@ -14,9 +14,10 @@ pub struct BenchArgs {
     /// Number of servers (paths).
     #[arg(long, default_value_t = 4)]
     paths: usize,
-    /// Content size in bytes (accepts k/M/G suffixes, powers of 10).
-    #[arg(long, default_value = "200M")]
-    size: String,
+    /// Content size in bytes: k/M/G (or kB/MB/GB) are powers of 1000, Ki/Mi/Gi (or
+    /// KiB/MiB/GiB) powers of 1024.
+    #[arg(long, default_value = "200M", value_parser = pcdn_sim::parse_size)]
+    size: u64,
     /// Payload bytes per packet.
     #[arg(long, default_value_t = 1400)]
     packet_size: u32,
@@ -37,20 +38,6 @@ enum Target {
     Core,
 }
 
-fn parse_size(s: &str) -> anyhow::Result<u64> {
-    let s = s.trim();
-    let (digits, mult) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1_000),
-        Some('M') => (&s[..s.len() - 1], 1_000_000),
-        Some('G') => (&s[..s.len() - 1], 1_000_000_000),
-        _ => (s, 1),
-    };
-    let n: u64 = digits
-        .parse()
-        .with_context(|| format!("--size {s:?}: expected a byte count such as 200M"))?;
-    Ok(n * mult)
-}
-
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
         Target::Core => core(&args),
@@ -58,7 +45,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn core(args: &BenchArgs) -> anyhow::Result<()> {
-    let length = parse_size(&args.size)?;
+    let length = args.size;
     if args.paths == 0 {
         bail!("--paths must be at least 1");
     }

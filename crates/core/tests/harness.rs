@@ -8,24 +8,36 @@ use pcdn_core::{DownloadConfig, Duration, Event};
 
 const MB: u64 = 1_000_000;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+/// A path of `mbit_s` Mbit/s with `one_way_ms` of delay each way and `loss` in the data
+/// direction.
+fn path(mbit_s: u64, one_way_ms: u64, loss: f64) -> PathSpec {
+    PathSpec::new(mbit_s * 1_000_000, Duration::from_millis(one_way_ms), loss)
 }
 
-fn mbit(n: u64) -> u64 {
-    n * 1_000_000
+/// Settings for a download of the first `length` bytes in 1400-byte packets.
+fn download(length: u64) -> DownloadConfig {
+    DownloadConfig::new(Default::default(), length, 1400)
 }
 
+/// A harness for `config` over `specs`, with the named scheduler (seeded as the download is)
+/// and congestion control; `seed` drives the paths' losses.
+fn harness_with(config: DownloadConfig, scheduler: &str, cc: &str, specs: &[PathSpec], seed: u64) -> Harness {
+    let scheduler = scheduler::by_name(scheduler, config.seed).expect("scheduler");
+    Harness::new(config, scheduler, cc::by_name(cc).expect("cc").as_ref(), specs, seed)
+}
+
+/// A harness downloading the first `length` bytes, everything seeded with `seed`.
 fn harness(scheduler: &str, cc: &str, length: u64, specs: &[PathSpec], seed: u64) -> Harness {
-    let mut config = DownloadConfig::new(Default::default(), length, 1400);
+    let mut config = download(length);
     config.seed = seed;
-    Harness::new(
-        config,
-        scheduler::by_name(scheduler, seed).expect("scheduler"),
-        cc::by_name(cc).expect("cc").as_ref(),
-        specs,
-        seed,
-    )
+    harness_with(config, scheduler, cc, specs, seed)
+}
+
+/// Runs `h` to the end within `limit_secs` of virtual time and checks that exactly `bytes`
+/// were delivered and verified against the content.
+fn completes(h: &mut Harness, limit_secs: u64, bytes: u64) {
+    assert!(h.run(Duration::from_secs(limit_secs)), "not done after {limit_secs} s");
+    assert_eq!(h.verified, bytes);
 }
 
 fn report(label: &str, h: &Harness) {
@@ -46,12 +58,11 @@ fn report(label: &str, h: &Harness) {
 #[test]
 fn one_path_downloads_10mb_byte_exact() {
     // A queue deep enough that the window never overflows it: nothing is lost.
-    let mut spec = PathSpec::new(mbit(10), ms(15), 0.0);
+    let mut spec = path(10, 15, 0.0);
     spec.queue_packets = 10_000;
     let mut h = harness("minrtt", "cubic", 10 * MB, &[spec], 1);
-    assert!(h.run(Duration::from_secs(60)));
+    completes(&mut h, 60, 10 * MB);
     report("1 path", &h);
-    assert_eq!(h.verified, 10 * MB);
     let s = h.client.stats();
     assert_eq!(s.bytes_delivered, 10 * MB);
     assert!(
@@ -70,14 +81,10 @@ fn one_path_downloads_10mb_byte_exact() {
 #[test]
 fn two_heterogeneous_paths_with_minrtt() {
     // The acceptance case: 10 Mbit/s at 30 ms and 10 Mbit/s at 90 ms RTT, no loss.
-    let specs = [
-        PathSpec::new(mbit(10), ms(15), 0.0),
-        PathSpec::new(mbit(10), ms(45), 0.0),
-    ];
+    let specs = [path(10, 15, 0.0), path(10, 45, 0.0)];
     let mut h = harness("minrtt", "cubic", 10 * MB, &specs, 2);
-    assert!(h.run(Duration::from_secs(60)));
+    completes(&mut h, 60, 10 * MB);
     report("2 paths minrtt", &h);
-    assert_eq!(h.verified, 10 * MB);
     let s = h.client.stats();
     assert!(s.aggregation(h.capacity_bps()) > 0.6, "both paths carry data");
     assert!(
@@ -93,14 +100,10 @@ fn two_heterogeneous_paths_with_minrtt() {
 
 #[test]
 fn two_paths_with_ten_percent_loss_on_one_complete_byte_exact() {
-    let specs = [
-        PathSpec::new(mbit(10), ms(15), 0.0),
-        PathSpec::new(mbit(10), ms(45), 0.10),
-    ];
+    let specs = [path(10, 15, 0.0), path(10, 45, 0.10)];
     let mut h = harness("minrtt", "cubic", 10 * MB, &specs, 3);
-    assert!(h.run(Duration::from_secs(120)));
+    completes(&mut h, 120, 10 * MB);
     report("2 paths, 10% loss", &h);
-    assert_eq!(h.verified, 10 * MB);
     let s = h.client.stats();
     assert!(s.losses > 0, "losses are detected");
     assert!(s.paths[1].losses > 0);
@@ -108,11 +111,10 @@ fn two_paths_with_ten_percent_loss_on_one_complete_byte_exact() {
 
 #[test]
 fn five_paths_download_10mb() {
-    let specs: Vec<PathSpec> = (0..5).map(|i| PathSpec::new(mbit(5), ms(15 + 5 * i), 0.0)).collect();
+    let specs: Vec<PathSpec> = (0..5).map(|i| path(5, 15 + 5 * i, 0.0)).collect();
     let mut h = harness("minrtt", "newreno", 10 * MB, &specs, 4);
-    assert!(h.run(Duration::from_secs(60)));
+    completes(&mut h, 60, 10 * MB);
     report("5 paths", &h);
-    assert_eq!(h.verified, 10 * MB);
     let s = h.client.stats();
     assert_eq!(s.paths.len(), 5);
     assert!(s.paths.iter().all(|p| p.bytes > 0));
@@ -121,13 +123,9 @@ fn five_paths_download_10mb() {
 
 #[test]
 fn round_robin_spreads_requests_evenly() {
-    let specs = [
-        PathSpec::new(mbit(10), ms(15), 0.0),
-        PathSpec::new(mbit(10), ms(15), 0.0),
-    ];
+    let specs = [path(10, 15, 0.0), path(10, 15, 0.0)];
     let mut h = harness("round-robin", "cubic", 5 * MB, &specs, 5);
-    assert!(h.run(Duration::from_secs(60)));
-    assert_eq!(h.verified, 5 * MB);
+    completes(&mut h, 60, 5 * MB);
     let s = h.client.stats();
     let (a, b) = (s.paths[0].requests as f64, s.paths[1].requests as f64);
     assert!((a / b - 1.0).abs() < 0.1, "equal paths get equal shares: {a} vs {b}");
@@ -135,22 +133,12 @@ fn round_robin_spreads_requests_evenly() {
 
 #[test]
 fn tasks_complete_in_order_and_are_timed() {
-    let specs = [
-        PathSpec::new(mbit(10), ms(15), 0.0),
-        PathSpec::new(mbit(4), ms(40), 0.0),
-    ];
-    let mut config = DownloadConfig::new(Default::default(), 5 * MB, 1400);
+    let specs = [path(10, 15, 0.0), path(4, 40, 0.0)];
+    let mut config = download(5 * MB);
     // 1 MB tasks: boundaries fall inside packets, so neighbouring tasks share one.
     config.tasks = (0..5).map(|i| i * MB..(i + 1) * MB).collect();
-    let mut h = Harness::new(
-        config,
-        scheduler::by_name("minrtt", 0).unwrap(),
-        cc::by_name("cubic").unwrap().as_ref(),
-        &specs,
-        6,
-    );
-    assert!(h.run(Duration::from_secs(60)));
-    assert_eq!(h.verified, 5 * MB);
+    let mut h = harness_with(config, "minrtt", "cubic", &specs, 6);
+    completes(&mut h, 60, 5 * MB);
     let mut completed = Vec::new();
     while let Some(e) = h.client.poll_event() {
         if let Event::TaskComplete { index } = e {
@@ -169,22 +157,12 @@ fn tasks_complete_in_order_and_are_timed() {
 
 #[test]
 fn a_partial_range_delivers_exactly_its_bytes() {
-    let specs = [PathSpec::new(mbit(10), ms(10), 0.0)];
-    let mut config = DownloadConfig::new(Default::default(), MB, 1400);
+    let specs = [path(10, 10, 0.0)];
+    let mut config = download(MB);
     config.tasks = vec![1000..5000, 100_000..200_001];
-    let mut h = Harness::new(
-        config,
-        scheduler::by_name("minrtt", 0).unwrap(),
-        cc::by_name("cubic").unwrap().as_ref(),
-        &specs,
-        7,
-    );
-    assert!(h.run(Duration::from_secs(10)));
-    assert_eq!(
-        h.verified,
-        4000 + 100_001,
-        "exactly the tasks' bytes, checked against the content"
-    );
+    let mut h = harness_with(config, "minrtt", "cubic", &specs, 7);
+    // Exactly the tasks' bytes, checked against the content.
+    completes(&mut h, 10, 4000 + 100_001);
     let s = h.client.stats();
     assert_eq!(s.tasks.len(), 2);
     // 1000..5000 spans packets 0..=3; 100_000..200_001 spans packets 71..=142.
@@ -194,15 +172,11 @@ fn a_partial_range_delivers_exactly_its_bytes() {
 
 #[test]
 fn a_failed_server_does_not_stop_the_download() {
-    let specs = [
-        PathSpec::new(mbit(10), ms(15), 0.0),
-        PathSpec::new(mbit(10), ms(20), 0.0),
-    ];
+    let specs = [path(10, 15, 0.0), path(10, 20, 0.0)];
     let mut h = harness("minrtt", "cubic", 10 * MB, &specs, 8);
     h.run_until(pcdn_core::Instant::ZERO + Duration::from_secs(2));
     h.fail_server(1);
-    assert!(h.run(Duration::from_secs(120)));
-    assert_eq!(h.verified, 10 * MB);
+    completes(&mut h, 120, 10 * MB);
     let mut failed = false;
     while let Some(e) = h.client.poll_event() {
         failed |= matches!(e, Event::PathFailed { .. });
@@ -212,33 +186,20 @@ fn a_failed_server_does_not_stop_the_download() {
 
 #[test]
 fn the_reorder_buffer_bounds_out_of_order_bytes() {
-    let specs = [
-        PathSpec::new(mbit(10), ms(10), 0.0),
-        PathSpec::new(mbit(10), ms(100), 0.0),
-    ];
-    let mut config = DownloadConfig::new(Default::default(), 5 * MB, 1400);
+    let specs = [path(10, 10, 0.0), path(10, 100, 0.0)];
+    let mut config = download(5 * MB);
     config.reorder_buffer = 200_000;
-    let mut h = Harness::new(
-        config,
-        scheduler::by_name("minrtt", 0).unwrap(),
-        cc::by_name("cubic").unwrap().as_ref(),
-        &specs,
-        9,
-    );
-    assert!(h.run(Duration::from_secs(60)));
-    assert_eq!(h.verified, 5 * MB);
+    let mut h = harness_with(config, "minrtt", "cubic", &specs, 9);
+    completes(&mut h, 60, 5 * MB);
     assert!(h.client.stats().ofo_max_bytes() <= 200_000);
 }
 
 #[test]
 fn the_same_seed_gives_the_same_run() {
-    let specs = [
-        PathSpec::new(mbit(10), ms(15), 0.02),
-        PathSpec::new(mbit(6), ms(35), 0.05),
-    ];
+    let specs = [path(10, 15, 0.02), path(6, 35, 0.05)];
     let run = |seed| {
         let mut h = harness("minrtt", "cubic", 2 * MB, &specs, seed);
-        assert!(h.run(Duration::from_secs(60)));
+        completes(&mut h, 60, 2 * MB);
         let s = h.client.stats();
         (s.finished, s.requests_sent, s.losses, s.ofo_sum, s.waits_us.clone())
     };

@@ -62,6 +62,19 @@ fn token_for(
     }
 }
 
+/// A server whose client at `CLIENT` has handshaken at time zero, and the client's token.
+fn validated(config: ServerConfig) -> (ServerSession<PatternContent>, Vec<u8>) {
+    let (mut s, content) = server(config);
+    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
+    (s, token)
+}
+
+/// `CLIENT` asks, at time zero on connection 7, for `len` packets from `start`.
+fn ask(s: &mut ServerSession<PatternContent>, token: &[u8], request_id: u64, start: u64, len: u32) {
+    let ranges = [SeqRange { start, len }];
+    s.handle_datagram(Instant::ZERO, addr(CLIENT), &request(7, token, request_id, &ranges));
+}
+
 fn reject_of(datagram: &[u8]) -> wire::Reject {
     match wire::decode(datagram).unwrap() {
         Message::Reject(r) => r,
@@ -71,9 +84,8 @@ fn reject_of(datagram: &[u8]) -> wire::Reject {
 
 #[test]
 fn requests_are_answered_in_order_with_the_right_bytes() {
-    let (mut s, content) = server(ServerConfig::default());
+    let (mut s, token) = validated(ServerConfig::default());
     let now = Instant::ZERO;
-    let token = token_for(&mut s, &content, addr(CLIENT), now);
     let ranges = [SeqRange { start: 5, len: 2 }, SeqRange { start: 1, len: 1 }];
     s.handle_datagram(now, addr(CLIENT), &request(7, &token, 42, &ranges));
     let out = drain(&mut s, now);
@@ -99,14 +111,9 @@ fn requests_are_answered_in_order_with_the_right_bytes() {
 
 #[test]
 fn the_last_packet_is_short() {
-    let (mut s, content) = server(ServerConfig::default());
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
+    let (mut s, token) = validated(ServerConfig::default());
     let last = 1_000_000u64.div_ceil(1400) - 1;
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 1, &[SeqRange { start: last, len: 1 }]),
-    );
+    ask(&mut s, &token, 1, last, 1);
     let out = drain(&mut s, Instant::ZERO);
     let Message::Data(d) = wire::decode(&out[0].1).unwrap() else {
         panic!()
@@ -120,8 +127,7 @@ fn a_token_is_bound_to_address_and_connection_and_expires() {
         token_lifetime: Duration::from_secs(10),
         ..ServerConfig::default()
     };
-    let (mut s, content) = server(config);
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
+    let (mut s, token) = validated(config);
     let one = [SeqRange { start: 0, len: 1 }];
     // Another address presenting the token.
     s.handle_datagram(Instant::ZERO, addr(OTHER), &request(7, &token, 1, &one));
@@ -161,18 +167,9 @@ fn the_request_budget_refuses_the_excess() {
         request_budget: 10,
         ..ServerConfig::default()
     };
-    let (mut s, content) = server(config);
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 1, &[SeqRange { start: 0, len: 8 }]),
-    );
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 2, &[SeqRange { start: 8, len: 8 }]),
-    );
+    let (mut s, token) = validated(config);
+    ask(&mut s, &token, 1, 0, 8);
+    ask(&mut s, &token, 2, 8, 8);
     let out = drain(&mut s, Instant::ZERO);
     let rejects: Vec<_> = out
         .iter()
@@ -189,13 +186,8 @@ fn the_request_budget_refuses_the_excess() {
 
 #[test]
 fn requests_past_the_end_are_refused() {
-    let (mut s, content) = server(ServerConfig::default());
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 3, &[SeqRange { start: 700, len: 20 }]),
-    );
+    let (mut s, token) = validated(ServerConfig::default());
+    ask(&mut s, &token, 3, 700, 20);
     let out = drain(&mut s, Instant::ZERO);
     assert_eq!(out.len(), 1);
     assert_eq!(reject_of(&out[0].1).reason, Reason::OutOfRange);
@@ -203,13 +195,8 @@ fn requests_past_the_end_are_refused() {
 
 #[test]
 fn cancel_drops_queued_numbers_and_bye_closes() {
-    let (mut s, content) = server(ServerConfig::default());
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 1, &[SeqRange { start: 0, len: 10 }]),
-    );
+    let (mut s, token) = validated(ServerConfig::default());
+    ask(&mut s, &token, 1, 0, 10);
     let mut b = Vec::new();
     wire::encode_cancel(&mut b, 7, &token, &[SeqRange { start: 2, len: 3 }]).unwrap();
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &b);
@@ -241,13 +228,8 @@ fn idle_sessions_expire() {
         idle_timeout: Duration::from_secs(5),
         ..ServerConfig::default()
     };
-    let (mut s, content) = server(config);
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 1, &[SeqRange { start: 0, len: 1 }]),
-    );
+    let (mut s, token) = validated(config);
+    ask(&mut s, &token, 1, 0, 1);
     drain(&mut s, Instant::ZERO);
     let mut now = Instant::ZERO;
     while s.session_count() > 0 && now < Instant::ZERO + Duration::from_secs(20) {
@@ -269,13 +251,8 @@ fn the_upload_cap_holds_the_rate() {
         upload_burst: 3000,
         ..ServerConfig::default()
     };
-    let (mut s, content) = server(config);
-    let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
-    s.handle_datagram(
-        Instant::ZERO,
-        addr(CLIENT),
-        &request(7, &token, 1, &[SeqRange { start: 0, len: 700 }]),
-    );
+    let (mut s, token) = validated(config);
+    ask(&mut s, &token, 1, 0, 700);
     let mut now = Instant::ZERO;
     let end = Instant::ZERO + Duration::from_secs(2);
     let mut bytes = 0u64;
@@ -362,8 +339,7 @@ proptest! {
     /// Arbitrary bytes never panic the server, from a validated client either.
     #[test]
     fn arbitrary_bytes_never_panic_the_server(garbage in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..1600), 1..20)) {
-        let (mut s, content) = server(ServerConfig::default());
-        let token = token_for(&mut s, &content, addr(CLIENT), Instant::ZERO);
+        let (mut s, token) = validated(ServerConfig::default());
         for g in &garbage {
             let mut d = g.clone();
             if d.len() > 11 + token.len() && d.len() % 2 == 0 {

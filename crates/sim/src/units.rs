@@ -2,7 +2,7 @@
 //!
 //! Rates follow tc(8) and Mahimahi's spelling (`mbit` = 10^6 bit/s); tc's `mbps` means
 //! *megabytes* per second, which is a classic source of 8× mistakes, so it is refused rather
-//! than guessed. Sizes distinguish SI (`MB` = 10^6 B) from IEC (`MiB` = 2^20 B).
+//! than guessed. Sizes distinguish SI (`MB`, or just `M`, = 10^6 B) from IEC (`MiB` = 2^20 B).
 
 use std::fmt;
 use std::time::Duration;
@@ -23,7 +23,7 @@ impl UnitError {
 }
 
 const RATE_EXAMPLES: &str = "\"10mbit\", \"500kbit\", \"1gbit\" or \"12000000\" (bit/s)";
-const SIZE_EXAMPLES: &str = "\"20MB\", \"4MiB\", \"2kB\" or \"1400\" (bytes)";
+const SIZE_EXAMPLES: &str = "\"200M\", \"20MB\", \"4MiB\", \"2k\" or \"1400\" (bytes)";
 const DURATION_EXAMPLES: &str = "\"15ms\", \"1.5s\", \"250us\" or \"2min\"";
 
 /// Parses a rate into bit/s: a bare number is bit/s; `bit`, `kbit`, `mbit`, `gbit`, `tbit`
@@ -49,20 +49,21 @@ pub fn parse_rate(input: &str) -> Result<u64, UnitError> {
     scaled(number, scale).ok_or_else(|| err(&"too large"))
 }
 
-/// Parses a size into bytes: a bare number or `B` is bytes; `kB`, `MB`, `GB` scale by powers of
-/// 1000 and `KiB`, `MiB`, `GiB` by powers of 1024 (case-insensitive); decimals are allowed.
+/// Parses a size into bytes: a bare number or `B` is bytes; `kB`, `MB`, `GB` (or just `k`, `M`,
+/// `G`) scale by powers of 1000 and `KiB`, `MiB`, `GiB` (or `Ki`, `Mi`, `Gi`) by powers of 1024;
+/// units are case-insensitive and decimals are allowed.
 pub fn parse_size(input: &str) -> Result<u64, UnitError> {
     let err = |why: &dyn fmt::Display| UnitError::new("a size", SIZE_EXAMPLES, input, why);
     let (number, unit) = split(input).map_err(|why| err(&why))?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        other => return Err(err(&format_args!("unknown unit \"{other}\""))),
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "ki" | "kib" => 1 << 10,
+        "mi" | "mib" => 1 << 20,
+        "gi" | "gib" => 1 << 30,
+        _ => return Err(err(&format_args!("unknown unit \"{unit}\""))),
     };
     scaled(number, scale).ok_or_else(|| err(&"too large"))
 }
@@ -248,15 +249,57 @@ mod tests {
     }
 
     #[test]
-    fn sizes() {
-        assert_eq!(parse_size("20MB"), Ok(20_000_000));
-        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
-        assert_eq!(parse_size("1400"), Ok(1400));
-        assert_eq!(parse_size("2kB"), Ok(2000));
-        assert_eq!(parse_size("1.5KiB"), Ok(1536));
-        assert_eq!(parse_size("3 B"), Ok(3));
-        let e = parse_size("2kbit").unwrap_err().to_string();
-        assert!(e.contains("expected a size") && e.contains("kbit"), "{e}");
+    fn sizes_in_every_form() {
+        for (input, bytes) in [
+            // A bare number or B is bytes.
+            ("1400", 1400),
+            ("3 B", 3),
+            ("3b", 3),
+            // SI: kB, MB, GB, or just k, M, G, in either case, are powers of 1000.
+            ("2kB", 2000),
+            ("20MB", 20_000_000),
+            ("1GB", 1_000_000_000),
+            ("2k", 2000),
+            ("2K", 2000),
+            ("200M", 200_000_000),
+            ("200m", 200_000_000),
+            ("1G", 1_000_000_000),
+            ("1.5M", 1_500_000),
+            (" 2 M ", 2_000_000),
+            // IEC: KiB, MiB, GiB, or just Ki, Mi, Gi, are powers of 1024.
+            ("1.5KiB", 1536),
+            ("512KiB", 512 << 10),
+            ("4MiB", 4 << 20),
+            ("2gib", 2 << 30),
+            ("512Ki", 512 << 10),
+            ("4Mi", 4 << 20),
+            ("1Gi", 1 << 30),
+        ] {
+            assert_eq!(parse_size(input), Ok(bytes), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn bad_sizes_say_what_was_expected_and_what_was_wrong() {
+        let message = |input: &str| parse_size(input).unwrap_err().to_string();
+        for (input, why) in [
+            ("lots", "no number"),
+            ("", "no number"),
+            ("M", "no number"),
+            ("1.2.3M", "malformed number"),
+            ("2kbit", "unknown unit \"kbit\""),
+            ("5T", "unknown unit \"T\""),
+            ("-5M", "no number"),
+            ("99999999999G", "too large"),
+            ("18446744073709551616", "too large"),
+        ] {
+            let e = message(input);
+            assert!(e.starts_with("expected a size such as \"200M\""), "{input}: {e}");
+            assert!(
+                e.contains(&format!("got \"{input}\"")) && e.ends_with(why),
+                "{input}: {e}"
+            );
+        }
     }
 
     #[test]

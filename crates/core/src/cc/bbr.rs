@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::{Duration, Instant};
 
 /// ProbeBW's pacing-gain cycle (paper §"Steady-state behavior"): probe for more bandwidth
@@ -12,11 +12,10 @@ pub const PACING_GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.
 /// BBR's settings; windows are counted in packets of the path's `mss`.
 #[derive(Clone, Debug)]
 pub struct BbrConfig {
-    /// Window before the first bandwidth estimate, packets (10).
-    pub initial_window_packets: u64,
-    /// Floor of the window, packets (4, Linux `bbr_cwnd_min_target`): enough to keep the
-    /// delivery-rate samples coming at any rate.
-    pub min_window_packets: u64,
+    /// Window before the first bandwidth estimate (10 packets), and floor of the window (4
+    /// packets, Linux `bbr_cwnd_min_target`: enough to keep the delivery-rate samples coming
+    /// at any rate).
+    pub window: WindowConfig,
     /// Startup's pacing and window gain, unitless (2/ln 2 ≈ 2.885: the smallest gain that
     /// doubles the delivery rate every round trip).
     pub high_gain: f64,
@@ -40,8 +39,10 @@ pub struct BbrConfig {
 impl Default for BbrConfig {
     fn default() -> Self {
         BbrConfig {
-            initial_window_packets: 10,
-            min_window_packets: 4,
+            window: WindowConfig {
+                min_packets: 4,
+                ..WindowConfig::default()
+            },
             high_gain: 2.0 / std::f64::consts::LN_2,
             cwnd_gain: 2.0,
             bw_window_rounds: 10,
@@ -160,8 +161,8 @@ pub struct Bbr {
 impl Bbr {
     pub fn new(config: &BbrConfig, now: Instant, mss: u64) -> Self {
         let mss = mss.max(1);
-        let min_window = config.min_window_packets.max(1) * mss;
-        let initial_window = (config.initial_window_packets * mss).max(min_window);
+        let min_window = config.window.min_bytes(mss);
+        let initial_window = config.window.initial_bytes(mss);
         Bbr {
             config: config.clone(),
             initial_window,
@@ -480,173 +481,35 @@ impl Controller for Bbr {
 mod tests {
     use std::collections::VecDeque;
 
+    use super::super::test_model::{MSS, Model, RATE, Sample, at, ms};
     use super::*;
-    use crate::estimate::RttEstimator;
 
-    const MSS: u64 = 1250;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn at(d: Duration) -> Instant {
-        Instant::ZERO + d
-    }
-
-    /// A request in flight through the model.
-    struct Request {
-        sent: Instant,
-        arrives: Instant,
-        /// Queueing delay its data met at the bottleneck.
-        queued: Duration,
-        delivered_at_send: u64,
-        delivered_time_at_send: Instant,
-    }
-
-    /// What the model saw at one arrival.
+    /// BBR's state and model at one arrival, beside what the shared model records.
     #[derive(Clone, Copy, Debug)]
-    struct Sample {
-        now: Instant,
+    struct Probe {
         state: BbrState,
         btl_bw: f64,
-        pacing_rate: f64,
         pacing_gain: f64,
-        cwnd: u64,
-        queued: Duration,
-        delivered: u64,
     }
 
-    /// A client pulling from one server through one bottleneck, in virtual time.
-    ///
-    /// Requests take `one_way` to reach the server; each asks for one `MSS` data packet,
-    /// which joins a FIFO queue in front of a link of `rate` bytes per second and then
-    /// takes `one_way` back: propagation RTT `2·one_way`. Requests leave as the window
-    /// allows, spaced by the pacing rate. Nothing is lost (the buffer is deep), so the
-    /// queue the controller builds shows up as delay.
-    struct Model {
-        bbr: Bbr,
-        rtt: RttEstimator,
-        now: Instant,
-        one_way: Duration,
-        /// Bytes per second, and when it changes: `(from, rate)`.
-        rates: Vec<(Instant, f64)>,
-        link_free: Instant,
-        next_send: Instant,
-        flight: VecDeque<Request>,
-        delivered: u64,
-        delivered_time: Instant,
-        samples: Vec<Sample>,
-    }
-
-    impl Model {
-        fn new(rate: f64, rtt: Duration) -> Model {
-            Model {
-                bbr: Bbr::new(&BbrConfig::default(), Instant::ZERO, MSS),
-                rtt: RttEstimator::default(),
-                now: Instant::ZERO,
-                one_way: rtt / 2,
-                rates: vec![(Instant::ZERO, rate)],
-                link_free: Instant::ZERO,
-                next_send: Instant::ZERO,
-                flight: VecDeque::new(),
-                delivered: 0,
-                delivered_time: Instant::ZERO,
-                samples: vec![],
-            }
-        }
-
-        fn rate_at(&self, t: Instant) -> f64 {
-            self.rates.iter().rev().find(|(from, _)| *from <= t).unwrap().1
-        }
-
-        fn in_flight(&self) -> u64 {
-            self.flight.len() as u64 * MSS
-        }
-
-        fn send(&mut self) {
-            let now = self.now;
-            self.bbr.on_request_sent(now, MSS, self.in_flight() + MSS);
-            let at_server = now + self.one_way;
-            let start = at_server.max(self.link_free);
-            let tx = Duration::from_secs_f64(MSS as f64 / self.rate_at(start));
-            self.link_free = start + tx;
-            self.flight.push_back(Request {
-                sent: now,
-                arrives: self.link_free + self.one_way,
-                queued: start - at_server,
-                delivered_at_send: self.delivered,
-                delivered_time_at_send: self.delivered_time,
-            });
-            self.next_send = match self.bbr.pacing_rate() {
-                Some(rate) if rate > 0 => now + Duration::from_secs_f64(MSS as f64 / rate as f64),
-                _ => now,
-            };
-        }
-
-        fn arrive(&mut self) {
-            let r = self.flight.pop_front().unwrap();
-            let now = self.now;
-            self.delivered += MSS;
-            self.delivered_time = now;
-            let rtt = now - r.sent;
-            self.rtt.update(rtt);
-            self.bbr.on_data(&DataArrival {
-                now,
-                sent: r.sent,
-                bytes: MSS,
-                rtt,
-                smoothed_rtt: self.rtt.smoothed(),
-                min_rtt: self.rtt.min(),
-                in_flight_bytes: self.in_flight(),
-                delivered_bytes: self.delivered,
-                delivered_bytes_at_send: r.delivered_at_send,
-                delivered_time_at_send: r.delivered_time_at_send,
-                app_limited: false,
-            });
-            self.samples.push(Sample {
-                now,
-                state: self.bbr.state(),
-                btl_bw: self.bbr.btl_bw(),
-                pacing_rate: self.bbr.pacing_rate().unwrap_or(0) as f64,
-                pacing_gain: self.bbr.pacing_gain(),
-                cwnd: self.bbr.window(),
-                queued: r.queued,
-                delivered: self.delivered,
-            });
-        }
-
-        /// Runs until `end`: at each step, the earlier of the next arrival and the next
-        /// paced send the window allows.
-        fn run(&mut self, end: Instant) {
-            while self.now < end {
-                let can_send = self.in_flight() + MSS <= self.bbr.window();
-                let send_at = can_send.then(|| self.next_send.max(self.now));
-                let arrival = self.flight.front().map(|r| r.arrives);
-                match (send_at, arrival) {
-                    (Some(s), Some(a)) if s < a => {
-                        self.now = s;
-                        self.send();
-                    }
-                    (Some(s), None) => {
-                        self.now = s;
-                        self.send();
-                    }
-                    (_, Some(a)) => {
-                        self.now = a;
-                        self.arrive();
-                    }
-                    (None, None) => unreachable!("window below one packet"),
-                }
-            }
-        }
-
-        fn between(&self, from: Duration, to: Duration) -> impl Iterator<Item = &Sample> {
-            self.samples.iter().filter(move |s| s.now >= at(from) && s.now < at(to))
+    fn probe(bbr: &Bbr) -> Probe {
+        Probe {
+            state: bbr.state(),
+            btl_bw: bbr.btl_bw(),
+            pacing_gain: bbr.pacing_gain(),
         }
     }
 
-    /// 10 Mbit/s = 1 250 000 B/s: one 1250-byte packet per millisecond.
-    const RATE: f64 = 1_250_000.0;
+    /// BBR with the default settings through the shared bottleneck (deep buffer, so the
+    /// queue it builds shows up as delay, never as loss).
+    fn model(rate: f64, rtt: Duration) -> Model<Bbr, Probe> {
+        Model::with_probe(Bbr::new(&BbrConfig::default(), Instant::ZERO, MSS), rate, rtt, probe)
+    }
+
+    /// The pacing rate at a sample, bytes per second (0 before the first).
+    fn pacing(s: &Sample<Probe>) -> f64 {
+        s.pacing_rate.unwrap_or(0) as f64
+    }
 
     #[test]
     fn factory_and_initial_state() {
@@ -708,17 +571,17 @@ mod tests {
 
     #[test]
     fn settles_on_the_bottleneck_rate_with_a_bounded_queue() {
-        let mut m = Model::new(RATE, ms(40));
+        let mut m = model(RATE, ms(40));
         m.run(at(ms(25_000)));
         let bdp = RATE * 0.040; // 50 000 B = 40 packets
 
         // Startup exits: it finds the pipe full within a few round trips (~8 at 40 ms),
         // drains, and moves on to ProbeBW.
-        let left_startup = m.samples.iter().find(|s| s.state != BbrState::Startup).unwrap();
+        let left_startup = m.samples.iter().find(|s| s.probe.state != BbrState::Startup).unwrap();
         assert!(left_startup.now < at(ms(1_000)), "Startup until {:?}", left_startup.now);
-        let probe_bw = m.samples.iter().find(|s| s.state == BbrState::ProbeBw).unwrap();
+        let probe_bw = m.samples.iter().find(|s| s.probe.state == BbrState::ProbeBw).unwrap();
         assert!(probe_bw.now < at(ms(1_500)));
-        assert!(m.samples.iter().any(|s| s.state == BbrState::Drain));
+        assert!(m.samples.iter().any(|s| s.probe.state == BbrState::Drain));
         // Startup's queue is bounded by its window: RTprop = 41 ms (propagation and one
         // packet's transmission), BDP = 41 packets, and cwnd stops growing once past
         // 2.885 · 41 = 118.3 packets, at 119: at most 119 − 41 = 78 packets (78 ms) wait.
@@ -726,27 +589,23 @@ mod tests {
         assert!(startup_queue < ms(80), "{startup_queue:?}");
 
         // Steady state, from 2 s: BtlBw within ±10% of the bottleneck at every arrival.
-        let steady: Vec<&Sample> = m.between(ms(2_000), ms(25_000)).collect();
+        let steady: Vec<&Sample<Probe>> = m.between(ms(2_000), ms(25_000)).collect();
         for s in &steady {
             assert!(
-                (s.btl_bw / RATE - 1.0).abs() < 0.10,
+                (s.probe.btl_bw / RATE - 1.0).abs() < 0.10,
                 "BtlBw {} at {:?}",
-                s.btl_bw,
+                s.probe.btl_bw,
                 s.now
             );
         }
         // The pacing rate cycles around R: 1.25·R, 0.75·R and R all show up in ProbeBW.
-        let probing: Vec<&&Sample> = steady.iter().filter(|s| s.state == BbrState::ProbeBw).collect();
-        let near = |gain: f64| {
-            probing
-                .iter()
-                .any(|s| (s.pacing_rate / (gain * RATE) - 1.0).abs() < 0.10)
-        };
+        let probing: Vec<&&Sample<Probe>> = steady.iter().filter(|s| s.probe.state == BbrState::ProbeBw).collect();
+        let near = |gain: f64| probing.iter().any(|s| (pacing(s) / (gain * RATE) - 1.0).abs() < 0.10);
         assert!(near(1.25) && near(0.75) && near(1.0));
         // Its time-weighted mean is R: the gains average 1 over the 8-phase cycle.
         let mut weighted = 0.0;
         for w in probing.windows(2) {
-            weighted += w[0].pacing_rate * (w[1].now - w[0].now).as_secs_f64();
+            weighted += pacing(w[0]) * (w[1].now - w[0].now).as_secs_f64();
         }
         let span = (probing.last().unwrap().now - probing[0].now).as_secs_f64();
         let mean = weighted / span;
@@ -757,7 +616,7 @@ mod tests {
             .between(ms(2_000), ms(9_000))
             .collect::<Vec<_>>()
             .windows(2)
-            .filter(|w| w[1].pacing_gain == 1.25 && w[0].pacing_gain != 1.25)
+            .filter(|w| w[1].probe.pacing_gain == 1.25 && w[0].probe.pacing_gain != 1.25)
             .count();
         assert!((15..=25).contains(&probes), "{probes} bandwidth probes");
 
@@ -767,7 +626,7 @@ mod tests {
         assert!(max_queue < ms(40), "max queue {max_queue:?}");
         let mean_queue = steady.iter().map(|s| s.queued.as_secs_f64()).sum::<f64>() / steady.len() as f64;
         assert!(mean_queue < 0.010, "mean queue {mean_queue}");
-        for s in steady.iter().filter(|s| s.state == BbrState::ProbeBw) {
+        for s in steady.iter().filter(|s| s.probe.state == BbrState::ProbeBw) {
             assert!(s.cwnd as f64 <= 2.0 * bdp * 1.1, "cwnd {} at {:?}", s.cwnd, s.now);
         }
 
@@ -779,13 +638,13 @@ mod tests {
 
     #[test]
     fn probes_rtt_every_ten_seconds_with_four_packets() {
-        let mut m = Model::new(RATE, ms(40));
+        let mut m = model(RATE, ms(40));
         m.run(at(ms(25_000)));
         // ProbeRTT episodes: runs of consecutive arrivals in that state.
         let mut episodes: Vec<(Instant, Instant)> = vec![];
         let mut open: Option<Instant> = None;
         for s in &m.samples {
-            match (s.state == BbrState::ProbeRtt, open) {
+            match (s.probe.state == BbrState::ProbeRtt, open) {
                 (true, None) => open = Some(s.now),
                 (false, Some(start)) => {
                     episodes.push((start, s.now));
@@ -793,7 +652,7 @@ mod tests {
                 }
                 _ => {}
             }
-            if s.state == BbrState::ProbeRtt {
+            if s.probe.state == BbrState::ProbeRtt {
                 assert!(s.cwnd <= 4 * MSS, "cwnd {} in ProbeRTT", s.cwnd);
             }
         }
@@ -807,25 +666,25 @@ mod tests {
         assert!(held >= ms(200) && held < ms(400), "{held:?}");
         assert!(episodes[1].0 - start > ms(10_000) && episodes[1].0 - start < ms(10_600));
         // RTprop is the propagation time plus one packet's transmission (1 ms).
-        assert!(m.bbr.rt_prop().unwrap() <= ms(42));
+        assert!(m.cc.rt_prop().unwrap() <= ms(42));
         // And back to ProbeBW at the old window afterwards.
         let after = m.samples.iter().find(|s| s.now > end + ms(100)).unwrap();
-        assert_eq!(after.state, BbrState::ProbeBw);
+        assert_eq!(after.probe.state, BbrState::ProbeBw);
         assert!(after.cwnd > 40 * MSS, "cwnd {}", after.cwnd);
     }
 
     #[test]
     fn follows_a_drop_in_the_bottleneck_rate() {
-        let mut m = Model::new(RATE, ms(40));
+        let mut m = model(RATE, ms(40));
         // Halve the rate at 5 s. The old rate ages out of the max filter after 10 rounds,
         // which the queue built meanwhile stretches to ~160 ms each: by ~6.6 s.
         m.rates.push((at(ms(5_000)), RATE / 2.0));
         m.run(at(ms(12_000)));
         for s in m.between(ms(7_000), ms(12_000)) {
             assert!(
-                (s.btl_bw / (RATE / 2.0) - 1.0).abs() < 0.10,
+                (s.probe.btl_bw / (RATE / 2.0) - 1.0).abs() < 0.10,
                 "BtlBw {} at {:?}",
-                s.btl_bw,
+                s.probe.btl_bw,
                 s.now
             );
         }
@@ -853,64 +712,60 @@ mod tests {
 
     #[test]
     fn loss_holds_the_flight_and_the_episode_end_restores_the_window() {
-        let mut m = Model::new(RATE, ms(40));
+        let mut m = model(RATE, ms(40));
         m.run(at(ms(3_000)));
-        let before = m.bbr.window();
+        let before = m.cc.window();
         assert!(before > 60 * MSS);
         let now = m.now;
         let delivered = m.delivered;
         // A loss with 30 packets still in flight: the window holds at the flight.
-        m.bbr.on_loss(&Loss {
+        m.cc.on_loss(&Loss {
             now,
             sent: now - ms(45),
             lost_bytes: MSS,
             in_flight_bytes: 30 * MSS,
             by_timeout: false,
         });
-        assert_eq!(m.bbr.window(), 30 * MSS);
+        assert_eq!(m.cc.window(), 30 * MSS);
         // Packet conservation: one packet out per packet in.
-        m.bbr
-            .on_data(&arrival(now + ms(1), now - ms(40), 30 * MSS, delivered + MSS));
-        assert_eq!(m.bbr.window(), 31 * MSS);
+        m.cc.on_data(&arrival(now + ms(1), now - ms(40), 30 * MSS, delivered + MSS));
+        assert_eq!(m.cc.window(), 31 * MSS);
         // A second loss of the same episode takes its packet off.
-        m.bbr.on_loss(&Loss {
+        m.cc.on_loss(&Loss {
             now: now + ms(2),
             sent: now - ms(39),
             lost_bytes: MSS,
             in_flight_bytes: 29 * MSS,
             by_timeout: false,
         });
-        assert_eq!(m.bbr.window(), 30 * MSS);
+        assert_eq!(m.cc.window(), 30 * MSS);
         // Data for a request sent after the episode began: back to the saved window.
-        m.bbr
-            .on_data(&arrival(now + ms(50), now + ms(5), 30 * MSS, delivered + 2 * MSS));
-        assert!(m.bbr.window() >= before, "{} < {before}", m.bbr.window());
-        assert_eq!(m.bbr.state(), BbrState::ProbeBw);
+        m.cc.on_data(&arrival(now + ms(50), now + ms(5), 30 * MSS, delivered + 2 * MSS));
+        assert!(m.cc.window() >= before, "{} < {before}", m.cc.window());
+        assert_eq!(m.cc.state(), BbrState::ProbeBw);
     }
 
     #[test]
     fn timeout_restarts_from_the_floor() {
-        let mut m = Model::new(RATE, ms(40));
+        let mut m = model(RATE, ms(40));
         m.run(at(ms(3_000)));
-        let before = m.bbr.window();
+        let before = m.cc.window();
         let now = m.now;
-        m.bbr.on_loss(&Loss {
+        m.cc.on_loss(&Loss {
             now,
             sent: now - ms(300),
             lost_bytes: MSS,
             in_flight_bytes: 0,
             by_timeout: true,
         });
-        assert_eq!(m.bbr.window(), 4 * MSS);
+        assert_eq!(m.cc.window(), 4 * MSS);
         // The bandwidth model survives: pacing continues at the estimated rate.
-        assert!(m.bbr.pacing_rate().unwrap() as f64 > 0.7 * RATE);
+        assert!(m.cc.pacing_rate().unwrap() as f64 > 0.7 * RATE);
         // Old requests answered: the window grows by what arrives, up to 2·BDP.
-        m.bbr
-            .on_data(&arrival(now + ms(1), now - ms(100), 0, m.delivered + MSS));
-        assert_eq!(m.bbr.window(), 5 * MSS);
+        m.cc.on_data(&arrival(now + ms(1), now - ms(100), 0, m.delivered + MSS));
+        assert_eq!(m.cc.window(), 5 * MSS);
         // A request sent after the timeout answered: the saved window is back.
-        m.bbr
-            .on_data(&arrival(now + ms(45), now + ms(2), 0, m.delivered + 2 * MSS));
-        assert!(m.bbr.window() >= before);
+        m.cc.on_data(&arrival(now + ms(45), now + ms(2), 0, m.delivered + 2 * MSS));
+        assert!(m.cc.window() >= before);
     }
 }

@@ -1,6 +1,6 @@
 //! Compound TCP (Tan, Song, Zhang & Sridharan, INFOCOM 2006), receiver-driven.
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::{Duration, Instant};
 
 /// Compound's settings; windows are counted in packets of the path's `mss`.
@@ -18,11 +18,9 @@ pub struct CompoundConfig {
     pub gamma_packets: f64,
     /// ζ, unitless (1): how many packets of dwnd each packet of queue beyond γ takes away.
     pub zeta: f64,
-    /// Initial window, packets (RFC 6928: 10).
-    pub initial_window_packets: u64,
-    /// Floor of the loss-based window after a reduction, packets (2). A timeout still
-    /// collapses the window to one packet.
-    pub min_window_packets: u64,
+    /// Initial window (RFC 6928: 10 packets) and floor of the loss-based window after a
+    /// reduction (2 packets). A timeout still collapses the window to one packet.
+    pub window: WindowConfig,
 }
 
 impl Default for CompoundConfig {
@@ -33,8 +31,7 @@ impl Default for CompoundConfig {
             beta: 0.5,
             gamma_packets: 30.0,
             zeta: 1.0,
-            initial_window_packets: 10,
-            min_window_packets: 2,
+            window: WindowConfig::default(),
         }
     }
 }
@@ -93,8 +90,9 @@ pub struct Compound {
 
 impl Compound {
     pub fn new(config: &CompoundConfig, _now: Instant, mss: u64) -> Self {
+        let min_window = config.window.min_bytes(mss) as f64;
+        let cwnd = config.window.initial_bytes(mss) as f64;
         let mss = mss.max(1) as f64;
-        let min_window = config.min_window_packets.max(1) as f64 * mss;
         Compound {
             mss,
             min_window,
@@ -103,7 +101,7 @@ impl Compound {
             beta: config.beta.clamp(0.0, 1.0),
             gamma: config.gamma_packets,
             zeta: config.zeta.max(0.0),
-            cwnd: (config.initial_window_packets as f64 * mss).max(min_window),
+            cwnd,
             dwnd: 0.0,
             ssthresh: f64::INFINITY,
             base_rtt: None,
@@ -234,9 +232,12 @@ mod tests {
     use super::super::newreno::test_support::*;
     use super::*;
 
-    fn compound(initial_window_packets: u64) -> Compound {
+    fn compound(initial_packets: u64) -> Compound {
         let config = CompoundConfig {
-            initial_window_packets,
+            window: WindowConfig {
+                initial_packets,
+                ..WindowConfig::default()
+            },
             ..CompoundConfig::default()
         };
         Compound::new(&config, Instant::ZERO, MSS)

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::{Duration, Instant};
 
 /// Copa's settings; windows are counted in packets of the path's `mss`.
@@ -16,11 +16,9 @@ pub struct CopaConfig {
     /// Round trips the window must move the same way before the velocity starts doubling
     /// (paper §2.2: 3).
     pub velocity_rounds: u32,
-    /// Initial window, packets (10).
-    pub initial_window_packets: u64,
-    /// Floor of the window, packets (2, as mvfst's Copa). A timeout collapses the window to
-    /// it.
-    pub min_window_packets: u64,
+    /// Initial window (10 packets) and floor of the window (2 packets, as mvfst's Copa). A
+    /// timeout collapses the window to the floor.
+    pub window: WindowConfig,
 }
 
 impl Default for CopaConfig {
@@ -29,8 +27,7 @@ impl Default for CopaConfig {
             delta: 0.5,
             min_rtt_window: Duration::from_secs(10),
             velocity_rounds: 3,
-            initial_window_packets: 10,
-            min_window_packets: 2,
+            window: WindowConfig::default(),
         }
     }
 }
@@ -117,8 +114,9 @@ pub struct Copa {
 
 impl Copa {
     pub fn new(config: &CopaConfig, _now: Instant, mss: u64) -> Self {
+        let min_window = config.window.min_bytes(mss) as f64;
+        let cwnd = config.window.initial_bytes(mss) as f64;
         let mss = mss.max(1) as f64;
-        let min_window = config.min_window_packets.max(1) as f64 * mss;
         Copa {
             mss,
             min_window,
@@ -126,7 +124,7 @@ impl Copa {
             delta: config.delta.max(1e-3),
             min_rtt_window: config.min_rtt_window,
             velocity_rounds: config.velocity_rounds,
-            cwnd: (config.initial_window_packets as f64 * mss).max(min_window),
+            cwnd,
             slow_start: true,
             min_rtt: MinFilter::default(),
             standing: MinFilter::default(),
@@ -416,8 +414,7 @@ mod tests {
     #[test]
     fn converges_to_a_small_standing_queue() {
         // 10 Mbit/s (one 1250-byte packet per ms), 40 ms propagation: BDP = 40 packets.
-        let mut m = Model::new(copa(), RATE, ms(40));
-        m.probe = Some(|c: &Copa| c.velocity());
+        let mut m = Model::with_probe(copa(), RATE, ms(40), |c| c.velocity());
         m.run(at(ms(20_000)));
         // Slow start ends within the first second.
         assert!(!m.cc.in_slow_start());

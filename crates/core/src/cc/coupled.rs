@@ -13,7 +13,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::Instant;
 
 /// What one path of a group shows the others.
@@ -120,11 +120,9 @@ pub trait CoupledRule: fmt::Debug + Send + Sync + 'static {
 /// instance builds are coupled with each other, so make one instance per download.
 /// Cloning copies the settings and starts a new, empty group.
 pub struct CoupledConfig<R> {
-    /// Initial window, packets (RFC 6928: 10).
-    pub initial_window_packets: u64,
-    /// Floor of the window after a reduction, packets (2). A timeout still collapses the
-    /// window to one packet.
-    pub min_window_packets: u64,
+    /// Initial window (RFC 6928: 10 packets) and floor of the window after a reduction (2
+    /// packets). A timeout still collapses the window to one packet.
+    pub window: WindowConfig,
     group: CoupledGroup,
     rule: PhantomData<fn() -> R>,
 }
@@ -139,8 +137,7 @@ impl<R: CoupledRule> CoupledConfig<R> {
 impl<R> Default for CoupledConfig<R> {
     fn default() -> Self {
         CoupledConfig {
-            initial_window_packets: 10,
-            min_window_packets: 2,
+            window: WindowConfig::default(),
             group: CoupledGroup::default(),
             rule: PhantomData,
         }
@@ -150,8 +147,7 @@ impl<R> Default for CoupledConfig<R> {
 impl<R> Clone for CoupledConfig<R> {
     fn clone(&self) -> Self {
         CoupledConfig {
-            initial_window_packets: self.initial_window_packets,
-            min_window_packets: self.min_window_packets,
+            window: self.window,
             group: CoupledGroup::default(),
             rule: PhantomData,
         }
@@ -162,8 +158,7 @@ impl<R: CoupledRule> fmt::Debug for CoupledConfig<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CoupledConfig")
             .field("rule", &R::NAME)
-            .field("initial_window_packets", &self.initial_window_packets)
-            .field("min_window_packets", &self.min_window_packets)
+            .field("window", &self.window)
             .field("group", &self.group)
             .finish()
     }
@@ -213,9 +208,9 @@ impl<R> Drop for Coupled<R> {
 
 impl<R: CoupledRule> Coupled<R> {
     pub fn new(config: &CoupledConfig<R>, _now: Instant, mss: u64) -> Self {
+        let min_window = config.window.min_bytes(mss) as f64;
+        let cwnd = config.window.initial_bytes(mss) as f64;
         let mss = mss.max(1) as f64;
-        let min_window = config.min_window_packets.max(1) as f64 * mss;
-        let cwnd = (config.initial_window_packets as f64 * mss).max(min_window);
         let group = config.group.clone();
         let id = group.register(cwnd, mss);
         Coupled {

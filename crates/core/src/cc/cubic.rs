@@ -1,6 +1,6 @@
 //! CUBIC congestion control (RFC 9438), receiver-driven.
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::Instant;
 
 /// CUBIC's settings; windows are counted in packets of the path's `mss`.
@@ -14,11 +14,9 @@ pub struct CubicConfig {
     /// Fast convergence (RFC 9438 §4.7): release bandwidth to newer flows by lowering
     /// W_max when a congestion event comes before the window regained the last W_max.
     pub fast_convergence: bool,
-    /// Initial window, packets (RFC 6928: 10).
-    pub initial_window_packets: u64,
-    /// Floor of the window after a loss reduction, packets (2). A timeout still collapses
-    /// the window to one packet.
-    pub min_window_packets: u64,
+    /// Initial window (RFC 6928: 10 packets) and floor of the window after a loss reduction
+    /// (2 packets). A timeout still collapses the window to one packet.
+    pub window: WindowConfig,
 }
 
 impl Default for CubicConfig {
@@ -27,8 +25,7 @@ impl Default for CubicConfig {
             c: 0.4,
             beta: 0.7,
             fast_convergence: true,
-            initial_window_packets: 10,
-            min_window_packets: 2,
+            window: WindowConfig::default(),
         }
     }
 }
@@ -80,9 +77,9 @@ pub struct Cubic {
 
 impl Cubic {
     pub fn new(config: &CubicConfig, _now: Instant, mss: u64) -> Self {
+        let min_window = config.window.min_bytes(mss) as f64;
+        let cwnd = config.window.initial_bytes(mss) as f64;
         let mss = mss.max(1) as f64;
-        let min_window = config.min_window_packets.max(1) as f64 * mss;
-        let cwnd = (config.initial_window_packets as f64 * mss).max(min_window);
         Cubic {
             mss,
             min_window,
@@ -247,9 +244,12 @@ mod tests {
     use super::super::newreno::test_support::*;
     use super::*;
 
-    fn cubic(initial_window_packets: u64) -> Cubic {
+    fn cubic(initial_packets: u64) -> Cubic {
         let config = CubicConfig {
-            initial_window_packets,
+            window: WindowConfig {
+                initial_packets,
+                ..WindowConfig::default()
+            },
             ..CubicConfig::default()
         };
         Cubic::new(&config, Instant::ZERO, MSS)

@@ -81,6 +81,38 @@ pub struct Loss {
     pub by_timeout: bool,
 }
 
+/// The window settings every controller here shares, counted in packets of the path's `mss`;
+/// each controller's config documents its defaults and what its floor bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowConfig {
+    /// Window before anything is known of the path, packets (RFC 6928: 10).
+    pub initial_packets: u64,
+    /// Floor of the window, packets; at least one packet is kept whatever this says.
+    pub min_packets: u64,
+}
+
+impl Default for WindowConfig {
+    /// 10 packets to start (RFC 6928), a floor of 2 (RFC 5681 §3.1's loss-reduction floor).
+    fn default() -> Self {
+        WindowConfig {
+            initial_packets: 10,
+            min_packets: 2,
+        }
+    }
+}
+
+impl WindowConfig {
+    /// The floor in bytes for packets of `mss` bytes.
+    pub fn min_bytes(&self, mss: u64) -> u64 {
+        self.min_packets.max(1).saturating_mul(mss.max(1))
+    }
+
+    /// The initial window in bytes for packets of `mss` bytes, never below the floor.
+    pub fn initial_bytes(&self, mss: u64) -> u64 {
+        self.initial_packets.saturating_mul(mss.max(1)).max(self.min_bytes(mss))
+    }
+}
+
 /// A congestion controller for one path.
 pub trait Controller: Send + std::fmt::Debug {
     fn name(&self) -> &'static str;
@@ -152,4 +184,54 @@ pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
         "balia" => Box::new(BaliaConfig::default()),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_bytes_scale_by_the_packet_size_and_keep_the_floor() {
+        let window = WindowConfig::default();
+        assert_eq!((window.initial_bytes(1200), window.min_bytes(1200)), (12_000, 2400));
+        // The initial window never starts below the floor, and the floor is one packet at least.
+        let odd = WindowConfig {
+            initial_packets: 1,
+            min_packets: 3,
+        };
+        assert_eq!(odd.initial_bytes(1000), 3000);
+        let none = WindowConfig {
+            initial_packets: 0,
+            min_packets: 0,
+        };
+        assert_eq!((none.initial_bytes(1000), none.min_bytes(1000)), (1000, 1000));
+        // A zero packet size counts as one byte; absurd settings saturate instead of wrapping.
+        assert_eq!(window.min_bytes(0), 2);
+        let huge = WindowConfig {
+            initial_packets: u64::MAX,
+            min_packets: 2,
+        };
+        assert_eq!(huge.initial_bytes(1400), u64::MAX);
+    }
+
+    #[test]
+    fn every_controller_starts_at_ten_packets_with_its_own_floor() {
+        let reno_floor = WindowConfig::default();
+        assert_eq!(reno_floor.min_packets, 2);
+        let four = WindowConfig {
+            min_packets: 4,
+            ..reno_floor
+        };
+        assert_eq!(NewRenoConfig::default().window, reno_floor);
+        assert_eq!(CubicConfig::default().window, reno_floor);
+        assert_eq!(CompoundConfig::default().window, reno_floor);
+        assert_eq!(CopaConfig::default().window, reno_floor);
+        assert_eq!(LiaConfig::default().window, reno_floor);
+        assert_eq!(BbrConfig::default().window, four);
+        assert_eq!(VivaceConfig::default().window, four);
+        for (name, _) in CONTROLLERS {
+            let cc = by_name(name).unwrap().build(Instant::ZERO, 1200);
+            assert_eq!(cc.window(), 12_000, "{name}");
+        }
+    }
 }

@@ -1,16 +1,14 @@
 //! NewReno congestion control (RFC 5681, RFC 6582), receiver-driven.
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::Instant;
 
 /// NewReno's settings; windows are counted in packets of the path's `mss`.
 #[derive(Clone, Debug)]
 pub struct NewRenoConfig {
-    /// Initial window, packets (RFC 6928: 10).
-    pub initial_window_packets: u64,
-    /// Floor of the window after a loss reduction, packets (RFC 5681 §3.1: 2). A timeout
-    /// still collapses the window to one packet.
-    pub min_window_packets: u64,
+    /// Initial window (RFC 6928: 10 packets) and floor of the window after a loss reduction
+    /// (RFC 5681 §3.1: 2 packets). A timeout still collapses the window to one packet.
+    pub window: WindowConfig,
     /// Factor applied to the window on a congestion event, unitless (RFC 5681 eq. 4: 1/2).
     pub loss_reduction: f64,
 }
@@ -18,8 +16,7 @@ pub struct NewRenoConfig {
 impl Default for NewRenoConfig {
     fn default() -> Self {
         NewRenoConfig {
-            initial_window_packets: 10,
-            min_window_packets: 2,
+            window: WindowConfig::default(),
             loss_reduction: 0.5,
         }
     }
@@ -65,12 +62,12 @@ pub struct NewReno {
 impl NewReno {
     pub fn new(config: &NewRenoConfig, _now: Instant, mss: u64) -> Self {
         let mss = mss.max(1);
-        let min_window = config.min_window_packets.max(1) * mss;
+        let min_window = config.window.min_bytes(mss);
         NewReno {
             mss,
             min_window,
             loss_reduction: config.loss_reduction.clamp(0.0, 1.0),
-            cwnd: (config.initial_window_packets * mss).max(min_window),
+            cwnd: config.window.initial_bytes(mss),
             ssthresh: u64::MAX,
             acked_in_avoidance: 0,
             reduced_at: None,

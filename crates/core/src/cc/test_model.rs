@@ -1,13 +1,15 @@
 //! A deterministic bottleneck that congestion-control tests drive a controller through.
 //!
-//! The same shape as the model in `bbr.rs`'s tests, generalised to any [`Controller`] and to a
-//! finite buffer: a client pulls from one server through one bottleneck, in virtual time.
+//! A client pulls from one server through one bottleneck, in virtual time, with any
+//! [`Controller`].
 //! Requests take `one_way` to reach the server; each asks for one `MSS` data packet, which
 //! joins a FIFO queue in front of a link of `rate` bytes per second and then takes `one_way`
 //! back, so the propagation RTT is `2·one_way`. Requests leave as the window allows, spaced by
 //! the pacing rate when there is one. With `buffer` set, a packet that finds that many bytes
 //! already queued is dropped; the client declares it lost when the data queued just before it
-//! arrives (reordering detection with a threshold of one packet, never a timeout).
+//! arrives (reordering detection with a threshold of one packet, never a timeout). Every
+//! arrival or declared loss is recorded as a [`Sample`], with whatever controller-specific
+//! value `P` the test's probe reads (BBR's state and filters, Copa's velocity, ...).
 
 use std::collections::VecDeque;
 
@@ -43,7 +45,7 @@ struct Request {
 
 /// What the model saw at one arrival or declared loss.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Sample {
+pub(crate) struct Sample<P = f64> {
     pub now: Instant,
     pub cwnd: u64,
     pub pacing_rate: Option<u64>,
@@ -51,10 +53,10 @@ pub(crate) struct Sample {
     pub delivered: u64,
     pub lost: bool,
     /// What the test's `probe` read from the controller after the event.
-    pub probe: f64,
+    pub probe: P,
 }
 
-pub(crate) struct Model<C: Controller> {
+pub(crate) struct Model<C: Controller, P = f64> {
     pub cc: C,
     pub rtt: RttEstimator,
     pub now: Instant,
@@ -72,13 +74,21 @@ pub(crate) struct Model<C: Controller> {
     pub delivered: u64,
     delivered_time: Instant,
     pub losses: u64,
-    pub samples: Vec<Sample>,
+    pub samples: Vec<Sample<P>>,
     /// Reads a controller-specific value into every sample.
-    pub probe: Option<fn(&C) -> f64>,
+    probe: fn(&C) -> P,
 }
 
 impl<C: Controller> Model<C> {
+    /// A model whose samples carry no controller-specific value (`probe` is 0).
     pub(crate) fn new(cc: C, rate: f64, rtt: Duration) -> Model<C> {
+        Model::with_probe(cc, rate, rtt, |_| 0.0)
+    }
+}
+
+impl<C: Controller, P> Model<C, P> {
+    /// A model that records `probe(&controller)` in every sample.
+    pub(crate) fn with_probe(cc: C, rate: f64, rtt: Duration, probe: fn(&C) -> P) -> Model<C, P> {
         Model {
             cc,
             rtt: RttEstimator::default(),
@@ -95,7 +105,7 @@ impl<C: Controller> Model<C> {
             delivered_time: Instant::ZERO,
             losses: 0,
             samples: vec![],
-            probe: None,
+            probe,
         }
     }
 
@@ -176,7 +186,7 @@ impl<C: Controller> Model<C> {
             queued: r.queued,
             delivered: self.delivered,
             lost: r.dropped,
-            probe: self.probe.map_or(0.0, |p| p(&self.cc)),
+            probe: (self.probe)(&self.cc),
         });
     }
 
@@ -205,13 +215,13 @@ impl<C: Controller> Model<C> {
         }
     }
 
-    pub(crate) fn between(&self, from: Duration, to: Duration) -> impl Iterator<Item = &Sample> {
+    pub(crate) fn between(&self, from: Duration, to: Duration) -> impl Iterator<Item = &Sample<P>> {
         self.samples.iter().filter(move |s| s.now >= at(from) && s.now < at(to))
     }
 
     /// Bytes per second delivered between `from` and `to`.
     pub(crate) fn goodput(&self, from: Duration, to: Duration) -> f64 {
-        let inside: Vec<&Sample> = self.between(from, to).collect();
+        let inside: Vec<&Sample<P>> = self.between(from, to).collect();
         let (first, last) = (inside[0], inside[inside.len() - 1]);
         (last.delivered - first.delivered) as f64 / (last.now - first.now).as_secs_f64()
     }

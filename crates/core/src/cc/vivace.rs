@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Controller, ControllerFactory, DataArrival, Loss};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::{Duration, Instant};
 
 /// Bits per second in the Mbit/s the utility function is defined over.
@@ -45,11 +45,9 @@ pub struct VivaceConfig {
     /// The window is this many times rate·srtt (2): requests are paced, the window only
     /// bounds the flight if answers stop coming.
     pub window_gain: f64,
-    /// Window before the first RTT sample, packets (10); the first rate spreads it over
-    /// that RTT.
-    pub initial_window_packets: u64,
-    /// Floor of the window, packets (4), and of the rate: this many packets per srtt.
-    pub min_window_packets: u64,
+    /// Window before the first RTT sample (10 packets; the first rate spreads it over that
+    /// RTT), and floor of the window (4 packets) and of the rate: that many packets per srtt.
+    pub window: WindowConfig,
 }
 
 impl Default for VivaceConfig {
@@ -66,8 +64,10 @@ impl Default for VivaceConfig {
             boundary_step: 0.1,
             min_interval_packets: 10,
             window_gain: 2.0,
-            initial_window_packets: 10,
-            min_window_packets: 4,
+            window: WindowConfig {
+                min_packets: 4,
+                ..WindowConfig::default()
+            },
         }
     }
 }
@@ -239,12 +239,13 @@ pub struct Vivace {
 
 impl Vivace {
     pub fn new(config: &VivaceConfig, _now: Instant, mss: u64) -> Self {
+        let min_window = config.window.min_bytes(mss) as f64;
+        let initial_window = config.window.initial_bytes(mss);
         let mss = mss.max(1) as f64;
-        let min_window = config.min_window_packets.max(1) as f64 * mss;
         Vivace {
             config: config.clone(),
             mss,
-            initial_window: (config.initial_window_packets as f64 * mss).max(min_window) as u64,
+            initial_window,
             min_window,
             phase: VivacePhase::Startup,
             rate: None,
@@ -574,8 +575,7 @@ mod tests {
     fn startup_doubles_while_the_utility_grows() {
         // 100 Mbit/s, 40 ms: the first rate is 10 packets over the first RTT, 40.1 ms (one
         // packet's transmission included): 311 721 B/s, 2.5 Mbit/s, 40 times below the link.
-        let mut m = Model::new(vivace(), 10.0 * RATE, ms(40));
-        m.probe = Some(rate_of);
+        let mut m = Model::with_probe(vivace(), 10.0 * RATE, ms(40), rate_of);
         m.run(at(ms(3_000)));
         let mut rates: Vec<f64> = m.samples.iter().map(|s| s.probe).collect();
         rates.dedup();
@@ -594,8 +594,7 @@ mod tests {
 
     #[test]
     fn settles_near_the_bottleneck_with_little_queue() {
-        let mut m = Model::new(vivace(), RATE, ms(40));
-        m.probe = Some(rate_of);
+        let mut m = Model::with_probe(vivace(), RATE, ms(40), rate_of);
         m.run(at(ms(20_000)));
         // The equilibrium: the r(1 + ε) MI must not build a queue (its RTT gradient would
         // cost 900·x·(r(1+ε)/C − 1)), so r ≈ C/(1 + ε) ≈ 95% of C, give or take steps.
@@ -613,8 +612,7 @@ mod tests {
 
     #[test]
     fn raises_the_rate_when_the_link_grows_and_backs_off_when_it_shrinks() {
-        let mut m = Model::new(vivace(), RATE, ms(40));
-        m.probe = Some(rate_of);
+        let mut m = Model::with_probe(vivace(), RATE, ms(40), rate_of);
         // 10 Mbit/s, then 20 from 5 s, then 5 from 12 s; 100 packets of buffer.
         m.buffer = Some(100 * MSS);
         m.rates.push((at(ms(5_000)), 2.0 * RATE));
@@ -653,7 +651,6 @@ mod tests {
         // the utility falls with the rate and Vivace backs off to its floor.
         let mut heavy = Model::new(vivace(), RATE, ms(40));
         heavy.loss_every = Some(8);
-        heavy.probe = Some(rate_of);
         heavy.run(at(ms(15_000)));
         let goodput = heavy.goodput(ms(5_000), ms(15_000));
         assert!(goodput < 0.3 * RATE, "goodput {goodput}");
