@@ -17,6 +17,15 @@ for component in rustfmt clippy; do
 	fi
 done
 
+# The tracker's Redis tests run a real redis-server (crates/tracker/tests/redis_cluster.rs).
+if ! command -v redis-server >/dev/null 2>&1; then
+	step "installing redis-server"
+	sudo_if_needed=()
+	if [ "$(id -u)" -ne 0 ]; then sudo_if_needed=(sudo); fi
+	"${sudo_if_needed[@]}" apt-get update
+	"${sudo_if_needed[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

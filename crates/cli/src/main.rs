@@ -1,6 +1,7 @@
 //! The `pcdn` command: one binary for the laboratory and the delivery stack.
 
 mod bench;
+mod demo;
 mod sim;
 
 use clap::{Parser, Subcommand};
@@ -17,22 +18,41 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Import a file into a content store; prints its content id as the last line.
+    Add(pcdn_net::add::AddArgs),
     /// Measure the speed of pcdn's parts (no network: the core in memory).
     Bench(bench::BenchArgs),
+    /// Run the whole stack on loopback (tracker, origin, four edges behind emulated links)
+    /// and compare schedulers fetching one sample. Nothing to set up.
+    Demo(demo::DemoArgs),
+    /// Run a real-time UDP relay that applies the simulator's link model in each direction.
+    Emulate(pcdn_emulate::EmulateArgs),
+    /// Download a content from many servers at once, verify it and write it atomically.
+    Fetch(pcdn_net::fetch::FetchArgs),
     /// List the schedulers and congestion controls pcdn knows.
     List,
+    /// Serve a content store over UDP as an edge device (or, with --origin, the CDN origin).
+    Serve(pcdn_net::serve::ServerArgs),
     /// Run a scenario file in the deterministic network simulator and compare schedulers.
     Sim(sim::SimArgs),
+    /// Run the control plane: device registry, content lookups and signed manifests over HTTP.
+    Tracker(pcdn_tracker::TrackerArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Add(args) => pcdn_net::add::run_add(args),
         Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Emulate(args) => pcdn_emulate::run(args),
+        Command::Fetch(args) => pcdn_net::fetch::run_fetch(args),
         Command::List => {
             sim::print_list();
             Ok(())
         }
+        Command::Serve(args) => pcdn_net::serve::run_serve(args),
         Command::Sim(args) => sim::run(args),
+        Command::Tracker(args) => pcdn_tracker::run(args),
     }
 }

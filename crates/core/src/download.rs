@@ -14,8 +14,13 @@
 //! ranges, e.g. 10-second video segments); a task starts when the one before it is complete,
 //! as in Douyin's PCDN (Pscheduler §II). All paths draw from one global pending queue; the
 //! scheduler decides which sequence number each request asks for and on which path.
+//!
+//! With a manifest (`DownloadConfig::verify`) every block is checked against its BLAKE3 hash
+//! before its packets are delivered, and servers that send corrupt data are banned (the
+//! `verify` submodule).
 
 use crate::cc::Controller;
+use crate::manifest::{Manifest, ManifestError};
 use crate::path::{Path, PathId, PathState, PathStats, ServerInfo};
 use crate::scheduler::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
 use crate::stats::{Stats, TaskStats};
@@ -25,6 +30,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeSet, VecDeque};
 use std::ops::Range;
+use std::sync::Arc;
+
+mod verify;
 
 /// How a download is set up.
 #[derive(Clone, Debug)]
@@ -51,6 +59,13 @@ pub struct DownloadConfig {
     pub keep_data: bool,
     /// Seeds connection ids (and nothing else: schedulers get their own seed).
     pub seed: u64,
+    /// Check every block against this manifest before delivering it, and ban servers proven
+    /// to send corrupt data. Needs `keep_data`, the manifest's length and packet size, and
+    /// tasks on block boundaries. `None`: packets are delivered as they come.
+    pub verify: Option<Arc<Manifest>>,
+    /// With `verify`: a path that was the only source of this many failed blocks, none of
+    /// them verified since, is banned.
+    pub max_unresolved_strikes: u32,
 }
 
 impl DownloadConfig {
@@ -68,6 +83,8 @@ impl DownloadConfig {
             min_rto: Duration::from_millis(200),
             keep_data: true,
             seed: 0,
+            verify: None,
+            max_unresolved_strikes: 4,
         }
     }
 }
@@ -86,6 +103,31 @@ pub enum ConfigError {
         end: u64,
         length: u64,
     },
+    #[error("verify needs keep_data: a block's packets are held until the whole block is hashed")]
+    VerifyWithoutData,
+    #[error("the manifest's {field} is {manifest}, the download's is {config}")]
+    ManifestMismatch {
+        field: &'static str,
+        manifest: u64,
+        config: u64,
+    },
+    #[error("invalid manifest: {0}")]
+    Manifest(#[from] ManifestError),
+    #[error(
+        "task {index} ({start}..{end}) is not on the manifest's {block_size}-byte block boundaries: it must start on one and end on one or at the content's end"
+    )]
+    UnalignedTask {
+        index: usize,
+        start: u64,
+        end: u64,
+        block_size: u32,
+    },
+    #[error(
+        "reorder_buffer of {reorder_buffer} bytes is smaller than one {block_size}-byte block: no block could ever be complete"
+    )]
+    ReorderBufferBelowBlock { reorder_buffer: u64, block_size: u32 },
+    #[error("max_unresolved_strikes is 0: it must be at least 1")]
+    NoStrikes,
 }
 
 /// Something the application should know.
@@ -97,6 +139,9 @@ pub enum Event {
     PathFailed { path: PathId, reason: PathError },
     /// Task `index` is complete (all its bytes delivered in order).
     TaskComplete { index: usize },
+    /// Block `block` did not match the manifest; its packets, from `paths`, will be fetched
+    /// again.
+    BlockRejected { block: u64, paths: Vec<PathId> },
     /// Every task is complete.
     Done,
 }
@@ -110,6 +155,9 @@ pub enum PathError {
     Timeout,
     /// The server's WELCOME disagrees with the content's length or packet size.
     Mismatch,
+    /// The server sent data that failed verification: proven by a packet that differs from
+    /// the block's verified bytes, or as the only source of failed blocks. The path is banned.
+    Corrupt,
 }
 
 /// One datagram to send, written into the caller's buffer.
@@ -216,6 +264,11 @@ pub struct Download {
     now: Instant,
     /// Some path may be handshaking (cleared when a poll finds none).
     maybe_connecting: bool,
+    /// Block verification and the ban bookkeeping, with a manifest.
+    verify: Option<Box<verify::Verifier>>,
+    /// The cursor does not pass this sequence number: the end of the verified blocks from the
+    /// cursor on, or `u64::MAX` without a manifest.
+    deliver_limit: u64,
 }
 
 impl std::fmt::Debug for Download {
@@ -264,6 +317,9 @@ impl Download {
                 end_seq: r.end.div_ceil(packet_size),
             });
         }
+        if let Some(manifest) = &config.verify {
+            verify::check_config(&config, manifest)?;
+        }
         let mut needed = 0;
         let mut counted_to = 0;
         for t in &tasks {
@@ -285,6 +341,14 @@ impl Download {
         };
         let first = tasks[0];
         let reorder_window = (config.reorder_buffer / packet_size).max(1);
+        let verifier = config.verify.as_ref().map(|m| {
+            Box::new(verify::Verifier::new(
+                m.clone(),
+                config.max_unresolved_strikes,
+                first.start_seq,
+            ))
+        });
+        let deliver_limit = if verifier.is_some() { first.start_seq } else { u64::MAX };
         let mut download = Download {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             total_seqs: length.div_ceil(packet_size),
@@ -319,6 +383,8 @@ impl Download {
             done: false,
             now: Instant::ZERO,
             maybe_connecting: false,
+            verify: verifier,
+            deliver_limit,
         };
         download.start_task(Instant::ZERO, 0);
         // An empty content (or empty first tasks) is complete before anything is sent.
@@ -354,6 +420,9 @@ impl Download {
     pub fn remove_path(&mut self, now: Instant, id: PathId) {
         let Some(index) = self.path_index(id) else { return };
         self.abandon(now, index);
+        if self.verify.is_some() {
+            self.release_parole(id);
+        }
         let path = self.paths.remove(index);
         self.views_valid = false;
         if let Some(token) = path.token() {
@@ -468,6 +537,10 @@ impl Download {
 
     fn on_reject(&mut self, now: Instant, index: usize, reject: &wire::Reject) {
         use wire::Reason;
+        if self.stats.paths[self.paths[index].id.0 as usize].banned {
+            // A banned path is never used again, not even to re-open its session.
+            return;
+        }
         match reject.reason {
             Reason::Overloaded if reject.request_id != 0 || self.paths[index].is_established() => {
                 let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
@@ -493,6 +566,17 @@ impl Download {
     }
 
     fn on_data(&mut self, now: Instant, index: usize, data: &wire::Data<'_>) {
+        // Two copies, so that a download without a manifest pays one test per packet.
+        if self.verify.is_some() {
+            self.on_data_checked::<true>(now, index, data);
+        } else {
+            self.on_data_checked::<false>(now, index, data);
+        }
+    }
+
+    /// `on_data` with (`VERIFYING`) or without a manifest.
+    #[inline(always)]
+    fn on_data_checked<const VERIFYING: bool>(&mut self, now: Instant, index: usize, data: &wire::Data<'_>) {
         let seq = data.seq;
         let bytes = data.payload.len() as u64;
         if seq >= self.total_seqs || bytes != self.packet_len(seq) {
@@ -500,6 +584,10 @@ impl Download {
             return;
         }
         let path_id = self.paths[index].id;
+        if VERIFYING && self.stats.paths[path_id.0 as usize].banned {
+            self.stats.invalid += 1;
+            return;
+        }
         let pn = self.take_in_flight(index, seq);
         let ps = &mut self.stats.paths[path_id.0 as usize];
         let rtt = self.paths[index].on_data(ps, now, pn, bytes);
@@ -514,7 +602,9 @@ impl Download {
         }
         let duplicate = match slot_index {
             None => true,
-            Some(i) => self.slots[i].received,
+            // Verification also refuses numbers behind the cursor that were never asked for
+            // (between tasks), which would otherwise stay out of order for ever.
+            Some(i) => self.slots[i].received || (VERIFYING && seq < self.cursor),
         };
         if duplicate {
             self.stats.duplicates += 1;
@@ -536,8 +626,10 @@ impl Download {
                 self.holes.remove(&seq);
             }
             self.ofo_bytes += bytes;
-            self.deliver(now);
-            self.stats.sample_ofo(self.ofo_bytes);
+            if !VERIFYING {
+                self.deliver(now);
+                self.stats.sample_ofo(self.ofo_bytes);
+            }
         }
         self.scheduler.on_event(
             now,
@@ -555,13 +647,18 @@ impl Download {
             self.requeue_lost(now, index, &mut lost);
             self.lost_scratch = lost;
         }
+        if VERIFYING && !duplicate {
+            // Last, so that a block failure or a ban happens after the path has seen its data.
+            self.on_verified_arrival(now, seq, path_id);
+        }
     }
 
     /// Moves the in-order cursor over received packets, completing tasks on the way.
     fn deliver(&mut self, now: Instant) {
         while self.task < self.tasks.len() {
             let task = self.tasks[self.task];
-            while self.cursor < task.end_seq {
+            let end = task.end_seq.min(self.deliver_limit);
+            while self.cursor < end {
                 let i = (self.cursor - self.ring_base) as usize;
                 let Some(slot) = self.slots.get(i).filter(|s| s.received) else {
                     break;
@@ -598,6 +695,9 @@ impl Download {
         // Contiguous tasks share their boundary packet, which may be received already.
         self.cursor = self.cursor.max(task.start_seq);
         self.next_new = self.next_new.max(task.start_seq);
+        if self.verify.is_some() {
+            self.advance_deliver_limit();
+        }
         if !self.config.keep_data {
             self.release_below(self.cursor);
         }
@@ -706,6 +806,9 @@ impl Download {
             return;
         }
         self.abandon(now, index);
+        if self.verify.is_some() {
+            self.release_parole(self.paths[index].id);
+        }
         let path = &mut self.paths[index];
         path.state = PathState::Failed;
         self.views_valid = false;
@@ -738,7 +841,7 @@ impl Download {
     }
 
     fn has_work(&self) -> bool {
-        !self.holes.is_empty() || self.next_new < self.new_end()
+        !self.holes.is_empty() || self.next_new < self.new_end() || self.verify.as_ref().is_some_and(|v| v.has_parole())
     }
 
     /// Timers: handshake retries, retransmission timeouts, and path failure.
@@ -863,6 +966,9 @@ impl Download {
             }
             self.views_valid = true;
         }
+        if self.verify.as_ref().is_some_and(|v| v.has_parole()) {
+            self.apply_parole(now, &mut views);
+        }
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;
@@ -919,6 +1025,7 @@ impl Download {
     }
 
     /// `seq` is in flight on the path at `index`.
+    #[inline(always)]
     fn in_flight_on(&self, index: usize, seq: u64) -> bool {
         let path = &self.paths[index];
         self.slot_index(seq).is_some_and(|i| self.slots[i].holder == path.id.0)
@@ -939,6 +1046,7 @@ impl Download {
     }
 
     /// Checks and carries out a pick for the path at `index`; false if the pick is not allowed.
+    #[inline(always)]
     fn apply(&mut self, now: Instant, index: usize, pick: Pick, new_end: u64) -> bool {
         let seq = pick.seq;
         if !self.paths[index].can_send(now) || seq < self.cursor || seq >= new_end.max(self.next_new) {

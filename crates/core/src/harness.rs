@@ -7,6 +7,7 @@
 
 use crate::cc::ControllerFactory;
 use crate::download::{Download, DownloadConfig};
+use crate::manifest::Manifest;
 use crate::path::{PathId, ServerInfo};
 use crate::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
 use crate::time::{Duration, Instant};
@@ -81,6 +82,97 @@ impl PatternContent {
             rest = tail;
             pos += n as u64;
         }
+    }
+}
+
+impl PatternContent {
+    /// The content's manifest, hashed as it streams past (no copy of the whole content).
+    pub fn manifest(&self, packet_size: u32, block_size: u32) -> Manifest {
+        let mut builder = Manifest::builder(packet_size, block_size).expect("valid sizes");
+        let mut chunk = vec![0u8; Self::BLOCK];
+        let mut offset = 0;
+        while offset < self.length {
+            let n = (self.length - offset).min(Self::BLOCK as u64) as usize;
+            Self::fill(offset, &mut chunk[..n]);
+            builder.update(&chunk[..n]);
+            offset += n as u64;
+        }
+        builder.finish()
+    }
+}
+
+/// Which bytes a misbehaving server corrupts: within the chosen blocks of `block_size` bytes
+/// (all blocks when `blocks` is `None`), it flips the byte at offset `at` of the block, or the
+/// first byte of every packet it reads there when `at` is `None`.
+#[derive(Clone, Debug, Default)]
+pub struct Corruption {
+    pub block_size: u64,
+    pub blocks: Option<Vec<u64>>,
+    pub at: Option<u64>,
+}
+
+impl Corruption {
+    /// Every packet of every block.
+    pub fn everything(block_size: u64) -> Corruption {
+        Corruption {
+            block_size,
+            blocks: None,
+            at: None,
+        }
+    }
+
+    /// One byte (offset `at` in the block) of each of `blocks`.
+    pub fn byte_in(block_size: u64, blocks: &[u64], at: u64) -> Corruption {
+        Corruption {
+            block_size,
+            blocks: Some(blocks.to_vec()),
+            at: Some(at),
+        }
+    }
+
+    fn chosen(&self, block: u64) -> bool {
+        self.blocks.as_ref().is_none_or(|b| b.contains(&block))
+    }
+
+    /// Flips the corrupted bytes of `buf`, which holds the content from `offset`.
+    fn apply(&self, offset: u64, buf: &mut [u8]) {
+        let end = offset + buf.len() as u64;
+        let first_block = offset / self.block_size;
+        let last_block = end.saturating_sub(1) / self.block_size;
+        for block in first_block..=last_block {
+            if buf.is_empty() || !self.chosen(block) {
+                continue;
+            }
+            let target = match self.at {
+                Some(at) => block * self.block_size + at,
+                None => offset.max(block * self.block_size),
+            };
+            if (offset..end).contains(&target) {
+                buf[(target - offset) as usize] ^= 0x5a;
+            }
+        }
+    }
+}
+
+/// The harness servers' content: the pattern, with the bytes `corruption` names flipped.
+#[derive(Clone, Debug)]
+pub struct HarnessContent {
+    pub pattern: PatternContent,
+    pub corruption: Option<Corruption>,
+}
+
+impl ContentSource for HarnessContent {
+    fn info(&self, id: &wire::ContentId) -> Option<ContentInfo> {
+        self.pattern.info(id)
+    }
+    fn read(&self, id: &wire::ContentId, offset: u64, buf: &mut [u8]) -> bool {
+        if !self.pattern.read(id, offset, buf) {
+            return false;
+        }
+        if let Some(c) = &self.corruption {
+            c.apply(offset, buf);
+        }
+        true
     }
 }
 
@@ -168,7 +260,7 @@ struct InTransit {
 pub struct Harness {
     pub now: Instant,
     pub client: Download,
-    pub servers: Vec<ServerSession<PatternContent>>,
+    pub servers: Vec<ServerSession<HarnessContent>>,
     pub specs: Vec<PathSpec>,
     pub path_ids: Vec<PathId>,
     /// Servers that silently drop everything (failed devices).
@@ -234,7 +326,11 @@ impl Harness {
                 token_key: key,
                 ..ServerConfig::default()
             };
-            servers.push(ServerSession::new(server_config, content));
+            let source = HarnessContent {
+                pattern: content,
+                corruption: None,
+            };
+            servers.push(ServerSession::new(server_config, source));
         }
         Harness {
             now: Instant::ZERO,
@@ -424,6 +520,11 @@ impl Harness {
     /// Server `i` stops answering (a failed device).
     pub fn fail_server(&mut self, i: usize) {
         self.failed[i] = true;
+    }
+
+    /// Server `i` serves corrupt bytes from now on (a broken or malicious device).
+    pub fn corrupt_server(&mut self, i: usize, corruption: Corruption) {
+        self.servers[i].source_mut().corruption = Some(corruption);
     }
 }
 

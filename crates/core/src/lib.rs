@@ -6,6 +6,7 @@ pub mod cc;
 pub mod download;
 pub mod estimate;
 pub mod harness;
+pub mod manifest;
 pub mod path;
 pub mod scheduler;
 pub mod server;
@@ -13,6 +14,8 @@ pub mod stats;
 pub mod time;
 
 pub use download::{Download, DownloadConfig, Event, PathError, Transmit};
+pub use ed25519_dalek;
+pub use manifest::{Manifest, ManifestBuilder, ManifestError, SignedManifest};
 pub use path::{PathId, PathStats, ServerInfo};
 pub use pcdn_wire as wire;
 pub use server::{ContentInfo, ContentSource, ServerConfig, ServerSession, ServerStats, ServerTransmit};

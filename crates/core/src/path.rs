@@ -188,6 +188,13 @@ pub struct PathStats {
     pub timeouts: u64,
     /// Final smoothed RTT in microseconds.
     pub srtt_us: u64,
+    /// Packets proven corrupt: sent in a block that failed verification, differing from the
+    /// block's verified bytes (only with `DownloadConfig::verify`).
+    #[serde(skip_serializing_if = "crate::stats::is_zero")]
+    pub corrupt_packets: u64,
+    /// The path was banned for sending corrupt data (`PathError::Corrupt`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub banned: bool,
 }
 
 /// A path's full state.

@@ -242,6 +242,11 @@ impl<S: ContentSource> ServerSession<S> {
         &self.source
     }
 
+    /// The content source, to change it in place (a test server that starts to misbehave).
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.source
+    }
+
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }

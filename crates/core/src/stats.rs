@@ -51,7 +51,7 @@ pub struct Stats {
     pub duplicates: u64,
     /// Requests declared lost.
     pub losses: u64,
-    /// DATA packets dropped as not matching any request or the content.
+    /// DATA packets dropped as not matching any request or the content, or from a banned path.
     pub invalid: u64,
     pub ofo_sum: u128,
     pub ofo_samples: u64,
@@ -61,6 +61,18 @@ pub struct Stats {
     pub waits_us: Vec<u32>,
     pub tasks: Vec<TaskStats>,
     pub paths: Vec<PathStats>,
+    /// Blocks whose hash matched the manifest (only with `DownloadConfig::verify`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blocks_verified: u64,
+    /// Blocks whose hash did not match: their packets were fetched again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blocks_rejected: u64,
+}
+
+/// Counters that only verification moves are left out of the JSON while they are zero, so
+/// that reports of downloads without a manifest keep their shape.
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Stats {

@@ -1,0 +1,303 @@
+//! Manifests: block hashing, the canonical encoding, signatures and tamper detection.
+
+use pcdn_core::ed25519_dalek::SigningKey;
+use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE, HEADER_LEN, MAGIC, SIGNATURE_TRAILER_LEN};
+use pcdn_core::{Manifest, ManifestError, SignedManifest};
+use proptest::prelude::*;
+
+fn content(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+#[test]
+fn blocks_cover_the_content_and_the_last_may_be_partial() {
+    let data = content(10_000, 1);
+    let m = Manifest::from_bytes(&data, 100, 4000).unwrap();
+    assert_eq!(m.length, 10_000);
+    assert_eq!(m.block_count(), 3);
+    assert_eq!(m.block_hashes.len(), 3);
+    assert_eq!(m.block_range(0), 0..4000);
+    assert_eq!(m.block_range(2), 8000..10_000);
+    assert_eq!(m.block_range(3), 10_000..10_000);
+    assert_eq!(m.packets_per_block(), 40);
+    assert_eq!(m.block_seqs(2), 80..100);
+    assert_eq!(m.block_of_seq(79), 1);
+    assert_eq!(m.block_hashes[2], *blake3::hash(&data[8000..]).as_bytes());
+    for block in 0..3 {
+        let r = m.block_range(block);
+        assert!(m.verify_block(block, &data[r.start as usize..r.end as usize]));
+    }
+    // Wrong bytes, wrong length, wrong block, past the end.
+    let mut bad = data[8000..].to_vec();
+    bad[5] ^= 1;
+    assert!(!m.verify_block(2, &bad));
+    assert!(!m.verify_block(2, &data[8000..9999]));
+    assert!(!m.verify_block(1, &data[8000..]));
+    assert!(!m.verify_block(3, &[]));
+}
+
+#[test]
+fn a_length_that_is_a_multiple_of_the_block_has_no_extra_block() {
+    let data = content(8000, 2);
+    let m = Manifest::from_bytes(&data, 100, 4000).unwrap();
+    assert_eq!(m.block_count(), 2);
+    assert_eq!(m.block_range(1), 4000..8000);
+}
+
+#[test]
+fn empty_content_has_no_block_and_round_trips() {
+    let m = Manifest::from_bytes(&[], DEFAULT_PACKET_SIZE, DEFAULT_BLOCK_SIZE).unwrap();
+    assert_eq!(m.block_count(), 0);
+    assert!(m.block_hashes.is_empty());
+    assert_eq!(m.encode_body().len(), HEADER_LEN);
+    assert!(!m.verify_block(0, &[]));
+    let signed = SignedManifest::sign(m.clone(), &key(3));
+    let decoded = SignedManifest::decode(&signed.encode()).unwrap();
+    assert_eq!(decoded, signed);
+    decoded.verify().unwrap();
+    assert_eq!(decoded.content_id(), m.content_id());
+}
+
+#[test]
+fn bad_sizes_are_refused() {
+    assert_eq!(
+        Manifest::builder(1024, 1000).unwrap_err(),
+        ManifestError::BadBlockSize {
+            block_size: 1000,
+            packet_size: 1024
+        }
+    );
+    assert!(matches!(
+        Manifest::builder(1024, 0),
+        Err(ManifestError::BadBlockSize { .. })
+    ));
+    assert!(matches!(
+        Manifest::builder(0, 1024),
+        Err(ManifestError::BadPacketSize { packet_size: 0 })
+    ));
+    assert!(matches!(
+        Manifest::from_bytes(b"x", 1475, 1475),
+        Err(ManifestError::BadPacketSize { .. })
+    ));
+    assert!(Manifest::builder(1474, 1474 * 3).is_ok());
+    let err = Manifest::builder(1024, 1000).unwrap_err().to_string();
+    assert!(
+        err.contains("block_size 1000") && err.contains("packet_size 1024"),
+        "{err}"
+    );
+    assert!(matches!(
+        Manifest::new(5000, 100, 1000, vec![[0; 32]; 4]),
+        Err(ManifestError::HashCount { .. })
+    ));
+    assert!(Manifest::new(5000, 100, 1000, vec![[0; 32]; 5]).is_ok());
+}
+
+#[test]
+fn body_layout_is_as_documented() {
+    let data = content(5000, 4);
+    let m = Manifest::from_bytes(&data, 1000, 2000).unwrap();
+    let body = m.encode_body();
+    assert_eq!(&body[0..8], &MAGIC);
+    assert_eq!(&body[8..16], &5000u64.to_be_bytes());
+    assert_eq!(&body[16..20], &1000u32.to_be_bytes());
+    assert_eq!(&body[20..24], &2000u32.to_be_bytes());
+    assert_eq!(&body[24..32], &3u64.to_be_bytes());
+    assert_eq!(&body[32..64], blake3::hash(&data[..2000]).as_bytes());
+    assert_eq!(&body[96..128], blake3::hash(&data[4000..]).as_bytes());
+    assert_eq!(body.len(), 128);
+    assert_eq!(m.content_id().0, *blake3::hash(&body).as_bytes());
+    let signed = SignedManifest::sign(m, &key(5));
+    let encoded = signed.encode();
+    assert_eq!(encoded.len(), 128 + SIGNATURE_TRAILER_LEN);
+    assert_eq!(&encoded[..128], &body[..]);
+    assert_eq!(&encoded[128..160], &key(5).verifying_key().to_bytes());
+    // The signature is over the domain-separated body, not the bare body.
+    let mut message = b"pcdn manifest v1\0".to_vec();
+    message.extend_from_slice(&body);
+    let signature = pcdn_core::ed25519_dalek::Signature::from_bytes(&signed.signature);
+    key(5).verifying_key().verify_strict(&message, &signature).unwrap();
+    assert!(key(5).verifying_key().verify_strict(&body, &signature).is_err());
+}
+
+#[test]
+fn the_id_does_not_depend_on_the_signer_but_on_the_cut() {
+    let data = content(3000, 6);
+    let m = Manifest::from_bytes(&data, 100, 1000).unwrap();
+    let a = SignedManifest::sign(m.clone(), &key(7));
+    let b = SignedManifest::sign(m.clone(), &key(8));
+    assert_ne!(a.encode(), b.encode());
+    assert_eq!(a.content_id(), b.content_id());
+    assert_ne!(
+        Manifest::from_bytes(&data, 100, 500).unwrap().content_id(),
+        m.content_id()
+    );
+    assert_ne!(
+        Manifest::from_bytes(&data, 50, 1000).unwrap().content_id(),
+        m.content_id()
+    );
+}
+
+#[test]
+fn a_signature_from_another_key_fails() {
+    let m = Manifest::from_bytes(&content(3000, 9), 100, 1000).unwrap();
+    let mut signed = SignedManifest::sign(m, &key(10));
+    signed.signer = key(11).verifying_key().to_bytes();
+    assert_eq!(signed.verify(), Err(ManifestError::BadSignature));
+    // The identity point is a small-order (weak) key.
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    signed.signer = identity;
+    assert_eq!(signed.verify(), Err(ManifestError::BadSignerKey));
+}
+
+#[test]
+fn decoding_is_strict() {
+    let m = Manifest::from_bytes(&content(3000, 12), 100, 1000).unwrap();
+    let good = SignedManifest::sign(m, &key(13)).encode();
+    let mut trailing = good.clone();
+    trailing.push(0);
+    assert_eq!(
+        SignedManifest::decode(&trailing),
+        Err(ManifestError::TrailingBytes { extra: 1 })
+    );
+    assert!(matches!(
+        SignedManifest::decode(&good[..good.len() - 1]),
+        Err(ManifestError::Truncated { .. })
+    ));
+    assert!(matches!(
+        SignedManifest::decode(&good[..4]),
+        Err(ManifestError::Truncated { .. })
+    ));
+    assert_eq!(
+        SignedManifest::decode(b"PCDNMAN2-and-more-bytes-past-the-header"),
+        Err(ManifestError::BadMagic)
+    );
+    // A hash count that disagrees with the length.
+    let mut count = good.clone();
+    count[31] = 2;
+    assert!(matches!(
+        SignedManifest::decode(&count),
+        Err(ManifestError::HashCount {
+            found: 2,
+            expected: 3,
+            ..
+        })
+    ));
+    // A huge length with a matching huge count is refused as truncated, without allocating.
+    let mut huge = good.clone();
+    huge[8..16].copy_from_slice(&u64::MAX.to_be_bytes());
+    huge[24..32].copy_from_slice(&u64::MAX.div_ceil(1000).to_be_bytes());
+    assert!(matches!(
+        SignedManifest::decode(&huge),
+        Err(ManifestError::Truncated { .. })
+    ));
+    for len in 0..good.len() {
+        assert!(
+            SignedManifest::decode(&good[..len]).is_err(),
+            "prefix of {len} bytes decoded"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn round_trip(len in 0usize..20_000, seed: u8, packet_size in 1u32..=1474, per_block in 1u32..40, key_seed: u8) {
+        let data = content(len, seed);
+        let m = Manifest::from_bytes(&data, packet_size, packet_size * per_block).unwrap();
+        prop_assert_eq!(m.block_count(), m.block_hashes.len() as u64);
+        let signed = SignedManifest::sign(m, &key(key_seed));
+        let encoded = signed.encode();
+        let decoded = SignedManifest::decode(&encoded).unwrap();
+        prop_assert_eq!(&decoded, &signed);
+        prop_assert_eq!(decoded.encode(), encoded);
+        prop_assert!(decoded.verify().is_ok());
+        for block in 0..decoded.manifest.block_count() {
+            let r = decoded.manifest.block_range(block);
+            prop_assert!(decoded.manifest.verify_block(block, &data[r.start as usize..r.end as usize]));
+        }
+    }
+
+    #[test]
+    fn any_flipped_bit_is_caught(len in 0usize..5000, seed: u8, at: prop::sample::Index, bit in 0u8..8) {
+        let data = content(len, seed);
+        let signed = SignedManifest::sign(Manifest::from_bytes(&data, 100, 700).unwrap(), &key(seed));
+        let mut bytes = signed.encode();
+        let i = at.index(bytes.len());
+        bytes[i] ^= 1 << bit;
+        match SignedManifest::decode(&bytes) {
+            Err(_) => {}
+            Ok(tampered) => prop_assert!(tampered.verify().is_err(), "flip at byte {} accepted", i),
+        }
+    }
+
+    #[test]
+    fn the_id_does_not_depend_on_chunking(
+        len in 0usize..30_000,
+        seed: u8,
+        cuts in prop::collection::vec(0usize..30_000, 0..12),
+    ) {
+        let data = content(len, seed);
+        let whole = Manifest::from_bytes(&data, 1024, 4096).unwrap();
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(len)).collect();
+        cuts.push(0);
+        cuts.push(len);
+        cuts.sort_unstable();
+        let mut builder = Manifest::builder(1024, 4096).unwrap();
+        for pair in cuts.windows(2) {
+            builder.update(&data[pair[0]..pair[1]]);
+        }
+        let chunked = builder.finish();
+        prop_assert_eq!(chunked.content_id(), whole.content_id());
+        prop_assert_eq!(&chunked, &whole);
+    }
+
+    #[test]
+    fn decoding_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let _ = SignedManifest::decode(&bytes);
+        let mut with_magic = MAGIC.to_vec();
+        with_magic.extend_from_slice(&bytes);
+        let _ = SignedManifest::decode(&with_magic);
+    }
+}
+
+/// The worked example of docs/protocol.md section 10.4; the hex strings must stay identical to it.
+#[test]
+fn worked_example_matches_the_spec() {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let m = Manifest::from_bytes(b"pcdn manifest", 4, 8).unwrap();
+    assert_eq!(
+        hex(&m.encode_body()),
+        "5043444e4d414e31000000000000000d00000004000000080000000000000002\
+         d2f10104772fa2caf743f2b4763946c95a92b25955577fee1177086f21c32b80\
+         21c96273534baed055fb4a51243e1ea732ae7740bd96ecb6da69e67b640e6c0e"
+    );
+    assert_eq!(
+        hex(m.block_hashes[0].as_slice()),
+        hex(blake3::hash(b"pcdn man").as_bytes())
+    );
+    assert_eq!(
+        hex(m.block_hashes[1].as_slice()),
+        hex(blake3::hash(b"ifest").as_bytes())
+    );
+    assert_eq!(
+        hex(&m.content_id().0),
+        "251238fe321f6e735d1bdabc243d3f5f6a478dbaa10689d56f1ae0e23c6bbda6"
+    );
+    let signed = SignedManifest::sign(m, &key(1));
+    assert_eq!(
+        hex(&signed.signer),
+        "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c"
+    );
+    assert_eq!(
+        hex(&signed.signature),
+        "7e3f927a38fc7e79977d889d426d9f08fda5db6ac5980c95507cd6824908613f\
+         c31434598ce85ade97fc57d4210321011a449568e6d0da65a4fe207b28ed7703"
+    );
+    signed.verify().unwrap();
+}

@@ -1,0 +1,1082 @@
+//! `pcdn fetch`: downloads one content from many servers at once into a file.
+//!
+//! The steps: the signed manifest (from the tracker or a file) is checked against the content
+//! id asked for and its signer against the origins' keys; the servers come from the tracker
+//! (or `--server`); one path per server feeds one `pcdn_core::Download`, which verifies every
+//! block against the manifest. The runtime only moves datagrams and time: a receive batch goes
+//! to `handle_datagram`, `handle_timeout` runs at `poll_timeout`, `poll_transmit` is drained
+//! into one send batch, and in-order bytes are `read` into a temporary file next to the output
+//! that is synced and renamed into place when the download is done, and deleted otherwise.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pcdn_core::wire::{self, ContentId};
+use pcdn_core::{Download, DownloadConfig, Event, Manifest, PathError, PathId, ServerInfo, SignedManifest};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::clock::Clock;
+use crate::socket::{RecvBatch, SendBatch, Socket};
+use crate::store::{content_id_hex, parse_content_id, random_suffix};
+use crate::tracker_client::{DeviceInfo, Lookup, TrackerClient};
+
+/// Bytes taken from the download per `read` call.
+const READ_CHUNK: usize = 1 << 20;
+/// How often the progress line is redrawn.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// Least time between two tracker lookups made because paths failed.
+const REQUERY_EVERY: Duration = Duration::from_secs(5);
+
+/// What to fetch, from where, and how.
+#[derive(Clone, Debug)]
+pub struct FetchConfig {
+    pub content: ContentId,
+    pub output: PathBuf,
+    /// Tracker base URL. Needed unless both `manifest` and the servers are given.
+    pub tracker: Option<String>,
+    /// The signed manifest's bytes; `None`: asked from the tracker.
+    pub manifest: Option<Vec<u8>>,
+    /// Edge servers to use instead of the tracker's (`--server`); `None`: the tracker's.
+    pub edges: Option<Vec<SocketAddr>>,
+    /// Origin servers besides the tracker's (`--origin-server`).
+    pub origins: Vec<SocketAddr>,
+    /// The one signer to trust; `None`: the public keys of the tracker's origins.
+    pub origin_key: Option<[u8; 32]>,
+    /// Scheduler name (`pcdn_core::scheduler::by_name`).
+    pub scheduler: String,
+    /// Congestion control name (`pcdn_core::cc::by_name`).
+    pub cc: String,
+    /// Most edge servers asked from the tracker (1..=64).
+    pub max_servers: u32,
+    /// Give up after this long; `None`: only when every path has failed.
+    pub timeout: Option<Duration>,
+    /// Draw a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// HELLO attempts before a silent server's path fails (`DownloadConfig`'s).
+    pub handshake_attempts: u32,
+    /// Retransmission timeouts in a row before a path fails (`DownloadConfig`'s).
+    pub max_consecutive_timeouts: u32,
+}
+
+impl FetchConfig {
+    /// Defaults: tracker lookups, scheduler "default", congestion control "cubic" (the
+    /// simulator's default), 8 servers, no timeout, no progress bar.
+    pub fn new(content: ContentId, output: impl Into<PathBuf>) -> FetchConfig {
+        let defaults = DownloadConfig::new(content, 0, 1);
+        FetchConfig {
+            content,
+            output: output.into(),
+            tracker: None,
+            manifest: None,
+            edges: None,
+            origins: Vec::new(),
+            origin_key: None,
+            scheduler: "default".to_owned(),
+            cc: DEFAULT_CC.to_owned(),
+            max_servers: 8,
+            timeout: None,
+            progress: false,
+            handshake_attempts: defaults.handshake_attempts,
+            max_consecutive_timeouts: defaults.max_consecutive_timeouts,
+        }
+    }
+}
+
+/// The congestion control of a fetch unless told otherwise: the simulator's default.
+pub const DEFAULT_CC: &str = "cubic";
+
+/// One path's part in a finished fetch.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PathReport {
+    pub name: String,
+    pub addr: String,
+    pub origin: bool,
+    /// Payload bytes received, duplicates included.
+    pub bytes: u64,
+    pub packets: u64,
+    pub requests: u64,
+    pub duplicates: u64,
+    pub losses: u64,
+    pub timeouts: u64,
+    pub srtt_ms: f64,
+    /// Packets proven to differ from their block's verified bytes.
+    pub corrupt_packets: u64,
+    /// "ok", or why the path was given up: "timeout", "rejected: <reason>", "mismatch",
+    /// "corrupt".
+    pub outcome: String,
+    /// The path was banned for sending data that failed verification.
+    pub banned: bool,
+}
+
+/// The metrics of a finished fetch. Field names match `pcdn sim --json`'s for the same metrics.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FetchReport {
+    pub content: String,
+    pub output: PathBuf,
+    pub bytes: u64,
+    pub scheduler: String,
+    pub cc: String,
+    /// In-order bytes × 8 ÷ (last in-order delivery − first request), Mbit/s.
+    pub goodput_mbps: f64,
+    pub ofo_mean_bytes: f64,
+    pub ofo_max_bytes: f64,
+    pub wait_mean_ms: f64,
+    pub wait_p99_ms: f64,
+    /// First request to last byte, s.
+    pub completion_s: Option<f64>,
+    pub waste: f64,
+    pub request_waste: f64,
+    pub cdn_share: f64,
+    /// Blocks whose hash did not match the manifest.
+    pub blocks_rejected: u64,
+    /// Names of the paths banned for corrupt data.
+    pub banned_paths: Vec<String>,
+    pub paths: Vec<PathReport>,
+    /// Wall time of the whole fetch, lookups included, s.
+    pub elapsed_s: f64,
+}
+
+/// Why a fetch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Tracker(#[from] crate::tracker_client::TrackerError),
+    #[error("every server failed:\n{}", .0.iter().map(|(name, why)| format!("  {name}: {why}")).collect::<Vec<_>>().join("\n"))]
+    AllPathsFailed(Vec<(String, String)>),
+    #[error("timed out after {after:?} with {delivered} of {length} bytes")]
+    Timeout {
+        after: Duration,
+        delivered: u64,
+        length: u64,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn setup(message: impl Into<String>) -> FetchError {
+    FetchError::Setup(message.into())
+}
+
+/// A server the download will open a path to.
+#[derive(Clone, Debug)]
+struct Target {
+    name: String,
+    addr: SocketAddr,
+    origin: bool,
+}
+
+impl Target {
+    fn from_device(device: &DeviceInfo) -> Result<Target, FetchError> {
+        Ok(Target {
+            name: device.id.clone(),
+            addr: device.socket_addr().map_err(setup)?,
+            origin: device.origin,
+        })
+    }
+
+    fn from_addr(addr: SocketAddr, origin: bool) -> Target {
+        Target {
+            name: addr.to_string(),
+            addr,
+            origin,
+        }
+    }
+}
+
+/// A path of the download, with the server behind it.
+#[derive(Debug)]
+struct PathEntry {
+    id: PathId,
+    target: Target,
+    failure: Option<PathError>,
+    /// Bytes received when the progress line was last drawn.
+    bytes_at_draw: u64,
+}
+
+/// Downloads `config.content` into `config.output`. On success the output holds exactly the
+/// content's bytes, each block verified; on failure nothing is left behind.
+pub async fn fetch(config: FetchConfig) -> Result<FetchReport, FetchError> {
+    let started = std::time::Instant::now();
+    let id = config.content;
+    let id_hex = content_id_hex(&id);
+    let tracker = match &config.tracker {
+        Some(url) => Some(TrackerClient::new(url, None)?),
+        None => None,
+    };
+    if tracker.is_none() && config.manifest.is_none() {
+        return Err(setup("without --tracker the manifest must be given (--manifest FILE)"));
+    }
+    if tracker.is_none() && config.edges.is_none() && config.origins.is_empty() {
+        return Err(setup(
+            "without --tracker the servers must be given (--server / --origin-server)",
+        ));
+    }
+    let factory = pcdn_core::cc::by_name(&config.cc).ok_or_else(|| {
+        let names: Vec<_> = pcdn_core::cc::CONTROLLERS.iter().map(|(n, _)| *n).collect();
+        setup(format!("--cc \"{}\": expected one of {}", config.cc, names.join(", ")))
+    })?;
+    let seed = random_seed();
+    let scheduler = pcdn_core::scheduler::by_name(&config.scheduler, seed).ok_or_else(|| {
+        let names: Vec<_> = pcdn_core::scheduler::SCHEDULERS.iter().map(|(n, _)| *n).collect();
+        setup(format!(
+            "--scheduler \"{}\": expected one of {}",
+            config.scheduler,
+            names.join(", ")
+        ))
+    })?;
+
+    // The manifest and the servers.
+    let lookup = match &tracker {
+        Some(t) => Some(t.servers(&id, config.max_servers).await?),
+        None => None,
+    };
+    let manifest_bytes = match (&config.manifest, &tracker) {
+        (Some(bytes), _) => bytes.clone(),
+        (None, Some(t)) => t
+            .get_manifest(&id)
+            .await?
+            .ok_or_else(|| setup(format!("the tracker {} has no manifest for {id_hex}", t.url())))?,
+        (None, None) => unreachable!("checked above"),
+    };
+    let manifest = check_manifest(&id, &manifest_bytes, config.origin_key, lookup.as_ref())?;
+    let mut targets = Vec::new();
+    match (&config.edges, &lookup) {
+        (Some(edges), _) => targets.extend(edges.iter().map(|&a| Target::from_addr(a, false))),
+        (None, Some(l)) => {
+            for device in &l.servers {
+                targets.push(Target::from_device(device)?);
+            }
+        }
+        (None, None) => {}
+    }
+    if let Some(l) = &lookup {
+        for device in &l.origins {
+            targets.push(Target::from_device(device)?);
+        }
+    }
+    targets.extend(config.origins.iter().map(|&a| Target::from_addr(a, true)));
+    let mut seen = HashSet::new();
+    targets.retain(|t| seen.insert(t.addr));
+    if targets.is_empty() {
+        return Err(setup(format!(
+            "no server holds {id_hex}: the tracker lists no edge and no origin"
+        )));
+    }
+
+    let output = Output::create(&config.output)?;
+    let report = drive(&config, manifest, targets, tracker, scheduler, &*factory, seed, output).await?;
+    Ok(FetchReport {
+        elapsed_s: started.elapsed().as_secs_f64(),
+        ..report
+    })
+}
+
+/// Decodes the signed manifest and checks it: its content id is the one asked for, its
+/// signature holds, and its signer is `origin_key` or one of the tracker's origins.
+fn check_manifest(
+    id: &ContentId,
+    bytes: &[u8],
+    origin_key: Option<[u8; 32]>,
+    lookup: Option<&Lookup>,
+) -> Result<Manifest, FetchError> {
+    let id_hex = content_id_hex(id);
+    let signed = SignedManifest::decode(bytes).map_err(|e| setup(format!("the manifest of {id_hex}: {e}")))?;
+    if signed.content_id() != *id {
+        return Err(setup(format!(
+            "the manifest given for {id_hex} describes another content ({})",
+            content_id_hex(&signed.content_id())
+        )));
+    }
+    signed
+        .verify()
+        .map_err(|e| setup(format!("the manifest of {id_hex}: {e}")))?;
+    let trusted: Vec<[u8; 32]> = match (origin_key, lookup) {
+        (Some(key), _) => vec![key],
+        (None, Some(l)) => l
+            .origins
+            .iter()
+            .filter_map(|o| o.public_key.as_deref())
+            .filter_map(|k| parse_key(k).ok())
+            .collect(),
+        // The id is the hash of the manifest's body, so the bytes are the ones asked for;
+        // who signed them cannot be checked without a key.
+        (None, None) => {
+            tracing::info!(signer = %hex::encode(signed.signer), "manifest signer not checked: no --origin-key");
+            return Ok(signed.manifest);
+        }
+    };
+    if trusted.is_empty() {
+        return Err(setup(format!(
+            "the tracker lists no origin whose key could vouch for the manifest of {id_hex}; pass --origin-key"
+        )));
+    }
+    if !trusted.contains(&signed.signer) {
+        return Err(setup(format!(
+            "the manifest of {id_hex} is signed by {}, which is not a trusted origin key ({})",
+            hex::encode(signed.signer),
+            trusted.iter().map(hex::encode).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(signed.manifest)
+}
+
+/// An Ed25519 public key from 64 hex characters.
+pub fn parse_key(text: &str) -> Result<[u8; 32], String> {
+    let mut key = [0u8; 32];
+    hex::decode_to_slice(text.trim(), &mut key)
+        .map_err(|e| format!("expected an Ed25519 public key of 64 hex characters, got \"{text}\": {e}"))?;
+    Ok(key)
+}
+
+fn random_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    let _ = getrandom::fill(&mut bytes);
+    u64::from_le_bytes(bytes)
+}
+
+/// The output's temporary file: `OUT.pcdn-partial-<random>` beside it, deleted on drop unless
+/// it was renamed into place.
+struct Output {
+    final_path: PathBuf,
+    temp_path: PathBuf,
+    file: Option<File>,
+    written: u64,
+}
+
+impl Output {
+    fn create(path: &Path) -> Result<Output, FetchError> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| setup(format!("-o {}: not a file name", path.display())))?;
+        let mut temp_name = name.to_os_string();
+        temp_name.push(format!(".pcdn-partial-{}", random_suffix()));
+        let temp_path = path.with_file_name(temp_name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp_path)
+            .map_err(|source| FetchError::Io {
+                path: temp_path.clone(),
+                source,
+            })?;
+        Ok(Output {
+            final_path: path.to_path_buf(),
+            temp_path,
+            file: Some(file),
+            written: 0,
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), FetchError> {
+        let file = self.file.as_mut().expect("open until finished");
+        file.write_all(bytes).map_err(|source| FetchError::Io {
+            path: self.temp_path.clone(),
+            source,
+        })?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Syncs the file and renames it to the output path.
+    fn finish(mut self) -> Result<(), FetchError> {
+        let file = self.file.take().expect("finished once");
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| FetchError::Io { path, source }
+        };
+        file.sync_all().map_err(io(&self.temp_path))?;
+        drop(file);
+        std::fs::rename(&self.temp_path, &self.final_path).map_err(io(&self.final_path))?;
+        #[cfg(unix)]
+        if let Some(parent) = self.final_path.parent() {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            File::open(parent).and_then(|d| d.sync_all()).map_err(io(parent))?;
+        }
+        // Renamed: nothing left to delete.
+        self.temp_path.clear();
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        self.file.take();
+        if !self.temp_path.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.temp_path);
+        }
+    }
+}
+
+/// A tracker lookup made because paths failed, running beside the download.
+type Requery = mpsc::Receiver<Result<Lookup, crate::tracker_client::TrackerError>>;
+
+/// Runs the download over one socket until it is done, every path failed, or the timeout.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    config: &FetchConfig,
+    manifest: Manifest,
+    targets: Vec<Target>,
+    tracker: Option<TrackerClient>,
+    scheduler: Box<dyn pcdn_core::scheduler::Scheduler>,
+    factory: &dyn pcdn_core::cc::ControllerFactory,
+    seed: u64,
+    mut output: Output,
+) -> Result<FetchReport, FetchError> {
+    let length = manifest.length;
+    let packet_size = manifest.packet_size;
+    let bind: SocketAddr = if targets.iter().all(|t| t.addr.is_ipv4()) {
+        "0.0.0.0:0".parse().expect("an address")
+    } else {
+        "[::]:0".parse().expect("an address")
+    };
+    let socket = Socket::bind(bind).map_err(|source| FetchError::Io {
+        path: PathBuf::from(format!("udp {bind}")),
+        source,
+    })?;
+    let clock = Clock::new();
+    let mut download_config = DownloadConfig::new(config.content, length, packet_size);
+    download_config.seed = seed;
+    download_config.handshake_attempts = config.handshake_attempts;
+    download_config.max_consecutive_timeouts = config.max_consecutive_timeouts;
+    download_config.verify = Some(Arc::new(manifest));
+    let mut download =
+        Download::new(download_config, scheduler).map_err(|e| setup(format!("the manifest's sizes: {e}")))?;
+    let mut paths: Vec<PathEntry> = Vec::new();
+    let now = clock.now();
+    for target in targets {
+        add_path(&mut download, &mut paths, factory, now, target, u64::from(packet_size));
+    }
+
+    let progress = progress_bar(config.progress, length);
+    let mut last_draw = std::time::Instant::now();
+    let deadline = config.timeout.map(|t| std::time::Instant::now() + t);
+    let mut recv = RecvBatch::new(&socket);
+    let mut send = SendBatch::new();
+    let mut buf = Vec::with_capacity(wire::MAX_DATAGRAM);
+    let mut chunk = vec![0u8; READ_CHUNK];
+    let mut requery: Option<Requery> = None;
+    let mut last_requery: Option<std::time::Instant> = None;
+    let mut stray = 0u64;
+
+    loop {
+        let now = clock.now();
+        // Outputs: every datagram the download wants sent, as one batch.
+        let segments = socket.max_gso_segments();
+        while let Some(t) = download.poll_transmit(now, &mut buf) {
+            if let Some(entry) = paths.iter().find(|p| p.id == t.path) {
+                send.push(entry.target.addr, &buf[..t.len], segments);
+            }
+        }
+        if !send.is_empty() {
+            socket.send(&mut send).await;
+        }
+        let mut path_failed = false;
+        while let Some(event) = download.poll_event() {
+            match event {
+                Event::PathEstablished(id) => {
+                    if let Some(p) = paths.iter().find(|p| p.id == id) {
+                        tracing::debug!(server = %p.target.name, "path established");
+                    }
+                }
+                Event::PathFailed { path, reason } => {
+                    if let Some(p) = paths.iter_mut().find(|p| p.id == path) {
+                        tracing::info!(server = %p.target.name, reason = %describe(&reason), "path failed");
+                        p.failure = Some(reason);
+                    }
+                    path_failed = true;
+                }
+                Event::BlockRejected { block, paths: sources } => {
+                    let names: Vec<&str> = sources
+                        .iter()
+                        .filter_map(|id| paths.iter().find(|p| p.id == *id))
+                        .map(|p| p.target.name.as_str())
+                        .collect();
+                    tracing::info!(block, from = ?names, "block failed verification; fetching it again");
+                }
+                Event::TaskComplete { .. } | Event::Done => {}
+            }
+        }
+        loop {
+            let n = download.read(&mut chunk);
+            if n == 0 {
+                break;
+            }
+            output.write(&chunk[..n])?;
+        }
+        if last_draw.elapsed() >= PROGRESS_EVERY {
+            draw(&progress, &download, &mut paths, last_draw.elapsed());
+            last_draw = std::time::Instant::now();
+        }
+        if download.is_done() {
+            break;
+        }
+        let live = paths.iter().filter(|p| p.failure.is_none()).count();
+        if path_failed && requery.is_none() {
+            if let Some(t) = &tracker {
+                let due = last_requery.is_none_or(|at| at.elapsed() >= REQUERY_EVERY);
+                if due {
+                    last_requery = Some(std::time::Instant::now());
+                    requery = Some(spawn_lookup(t.clone(), config.content, config.max_servers));
+                }
+            }
+        }
+        if live == 0 && requery.is_none() {
+            progress.finish_and_clear();
+            let failures = paths
+                .iter()
+                .map(|p| {
+                    let why = p.failure.as_ref().map_or_else(|| "no answer".to_owned(), describe);
+                    (format!("{} ({})", p.target.name, p.target.addr), why)
+                })
+                .collect();
+            return Err(FetchError::AllPathsFailed(failures));
+        }
+        if let Some(at) = deadline {
+            if std::time::Instant::now() >= at {
+                progress.finish_and_clear();
+                return Err(FetchError::Timeout {
+                    after: config.timeout.unwrap_or_default(),
+                    delivered: output.written,
+                    length,
+                });
+            }
+        }
+
+        // Inputs: a receive batch, a timer, or a tracker answer.
+        let timer = download.poll_timeout();
+        let wake = [
+            timer.map(|t| clock.to_std(t)),
+            deadline,
+            Some(last_draw + PROGRESS_EVERY),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        tokio::select! {
+            received = socket.recv(&mut recv) => {
+                received.map_err(|source| FetchError::Io { path: PathBuf::from(format!("udp {bind}")), source })?;
+                let now = clock.now();
+                for (from, datagram) in recv.datagrams() {
+                    match paths.iter().find(|p| p.target.addr == from) {
+                        Some(p) => download.handle_datagram(now, p.id, datagram),
+                        None => stray += 1,
+                    }
+                }
+            }
+            () = sleep_until(wake) => {}
+            answer = recv_requery(&mut requery) => {
+                requery = None;
+                match answer {
+                    Ok(lookup) => {
+                        let now = clock.now();
+                        for device in lookup.servers.iter().chain(&lookup.origins) {
+                            let Ok(target) = Target::from_device(device) else { continue };
+                            if paths.iter().all(|p| p.target.addr != target.addr) {
+                                tracing::info!(server = %target.name, "adding a server from the tracker");
+                                add_path(&mut download, &mut paths, factory, now, target, u64::from(packet_size));
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "tracker lookup after a path failure"),
+                }
+            }
+        }
+        let now = clock.now();
+        if timer.is_some_and(|t| t <= now) {
+            download.handle_timeout(now);
+        }
+    }
+    progress.finish_and_clear();
+    if stray > 0 {
+        tracing::debug!(stray, "datagrams from unknown addresses ignored");
+    }
+    let written = output.written;
+    output.finish()?;
+    Ok(report(config, &download, &paths, written))
+}
+
+fn add_path(
+    download: &mut Download,
+    paths: &mut Vec<PathEntry>,
+    factory: &dyn pcdn_core::cc::ControllerFactory,
+    now: pcdn_core::Instant,
+    target: Target,
+    mss: u64,
+) {
+    let info = ServerInfo {
+        name: target.name.clone(),
+        origin: target.origin,
+    };
+    let id = download.add_path(now, info, factory.build(now, mss));
+    paths.push(PathEntry {
+        id,
+        target,
+        failure: None,
+        bytes_at_draw: 0,
+    });
+}
+
+fn spawn_lookup(tracker: TrackerClient, content: ContentId, n: u32) -> Requery {
+    let (tx, rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        let _ = tx.send(tracker.servers(&content, n).await).await;
+    });
+    rx
+}
+
+async fn recv_requery(requery: &mut Option<Requery>) -> Result<Lookup, crate::tracker_client::TrackerError> {
+    match requery {
+        Some(rx) => match rx.recv().await {
+            Some(answer) => answer,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why a path failed, in words.
+fn describe(error: &PathError) -> String {
+    match error {
+        PathError::Timeout => "timeout".to_owned(),
+        PathError::Rejected(reason) => format!(
+            "rejected: {}",
+            crate::metrics::reason_name(*reason as u8).replace('_', " ")
+        ),
+        PathError::Mismatch => "mismatch: the server's length or packet size differs from the manifest".to_owned(),
+        PathError::Corrupt => "corrupt: sent data that failed verification (banned)".to_owned(),
+    }
+}
+
+fn progress_bar(wanted: bool, length: u64) -> ProgressBar {
+    if !wanted || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(length), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:25}] {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Redraws the progress line: bytes delivered, and each live path's rate since the last draw.
+fn draw(bar: &ProgressBar, download: &Download, paths: &mut [PathEntry], since: Duration) {
+    if bar.is_hidden() {
+        return;
+    }
+    let stats = download.stats();
+    bar.set_position(stats.bytes_delivered);
+    let seconds = since.as_secs_f64().max(1e-3);
+    let mut parts = Vec::new();
+    for p in paths.iter_mut() {
+        let bytes = stats.paths.get(p.id.0 as usize).map_or(0, |s| s.bytes);
+        let rate = (bytes - p.bytes_at_draw) as f64 * 8.0 / seconds / 1e6;
+        p.bytes_at_draw = bytes;
+        match p.failure {
+            None => parts.push(format!("{} {rate:.1}", p.target.name)),
+            Some(_) => parts.push(format!("{} failed", p.target.name)),
+        }
+    }
+    bar.set_message(format!("Mbit/s: {}", parts.join(", ")));
+}
+
+fn report(config: &FetchConfig, download: &Download, paths: &[PathEntry], bytes: u64) -> FetchReport {
+    let s = download.stats();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let path_reports: Vec<PathReport> = paths
+        .iter()
+        .map(|p| {
+            let ps = s.paths.get(p.id.0 as usize).cloned().unwrap_or_default();
+            PathReport {
+                name: p.target.name.clone(),
+                addr: p.target.addr.to_string(),
+                origin: p.target.origin,
+                bytes: ps.bytes,
+                packets: ps.packets,
+                requests: ps.requests,
+                duplicates: ps.duplicates,
+                losses: ps.losses,
+                timeouts: ps.timeouts,
+                srtt_ms: ps.srtt_us as f64 / 1e3,
+                outcome: p.failure.as_ref().map_or_else(|| "ok".to_owned(), short_outcome),
+                corrupt_packets: ps.corrupt_packets,
+                banned: ps.banned,
+            }
+        })
+        .collect();
+    FetchReport {
+        content: content_id_hex(&config.content),
+        output: config.output.clone(),
+        bytes,
+        scheduler: download.scheduler_name().to_owned(),
+        cc: config.cc.clone(),
+        goodput_mbps: s.goodput_bps() / 1e6,
+        ofo_mean_bytes: s.ofo_mean_bytes(),
+        ofo_max_bytes: s.ofo_max_bytes() as f64,
+        wait_mean_ms: ms(s.wait_mean()),
+        wait_p99_ms: ms(s.wait_p99()),
+        completion_s: s.completion_time().map(|d| d.as_secs_f64()),
+        waste: s.waste(),
+        request_waste: s.request_waste(),
+        cdn_share: s.cdn_share(),
+        blocks_rejected: s.blocks_rejected,
+        banned_paths: path_reports
+            .iter()
+            .filter(|p| p.banned)
+            .map(|p| p.name.clone())
+            .collect(),
+        paths: path_reports,
+        elapsed_s: 0.0,
+    }
+}
+
+fn short_outcome(error: &PathError) -> String {
+    match error {
+        PathError::Timeout => "timeout".to_owned(),
+        PathError::Rejected(reason) => format!("rejected: {}", crate::metrics::reason_name(*reason as u8)),
+        PathError::Mismatch => "mismatch".to_owned(),
+        PathError::Corrupt => "corrupt".to_owned(),
+    }
+}
+
+impl FetchReport {
+    /// The report as text for a person: the metrics, then one line per path.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "fetched {} -> {}: {} bytes in {:.2} s ({} / {})",
+            self.content,
+            self.output.display(),
+            self.bytes,
+            self.elapsed_s,
+            self.scheduler,
+            self.cc
+        );
+        let _ = writeln!(
+            out,
+            "goodput {:.2} Mbit/s, completion {}",
+            self.goodput_mbps,
+            self.completion_s
+                .map_or_else(|| "-".to_owned(), |c| format!("{c:.3} s"))
+        );
+        let _ = writeln!(
+            out,
+            "ofo mean {:.1} kB, max {:.1} kB; wait mean {:.2} ms, p99 {:.2} ms",
+            self.ofo_mean_bytes / 1e3,
+            self.ofo_max_bytes / 1e3,
+            self.wait_mean_ms,
+            self.wait_p99_ms
+        );
+        let _ = writeln!(
+            out,
+            "waste {:.3}, request waste {:.3}, cdn share {:.3}, blocks rejected {}, banned paths: {}",
+            self.waste,
+            self.request_waste,
+            self.cdn_share,
+            self.blocks_rejected,
+            if self.banned_paths.is_empty() {
+                "none".to_owned()
+            } else {
+                self.banned_paths.join(", ")
+            }
+        );
+        let name_width = self.paths.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
+        let _ = writeln!(
+            out,
+            "{:<name_width$}  {:>6}  {:>12}  {:>8}  {:>6}  {:>8}  outcome",
+            "path", "origin", "bytes", "share", "losses", "srtt ms"
+        );
+        let total: u64 = self.paths.iter().map(|p| p.bytes).sum();
+        for p in &self.paths {
+            let share = if total == 0 { 0.0 } else { p.bytes as f64 / total as f64 };
+            let _ = writeln!(
+                out,
+                "{:<name_width$}  {:>6}  {:>12}  {:>8.3}  {:>6}  {:>8.2}  {}",
+                p.name,
+                if p.origin { "yes" } else { "no" },
+                p.bytes,
+                share,
+                p.losses,
+                p.srtt_ms,
+                p.outcome
+            );
+        }
+        out
+    }
+}
+
+/// `pcdn fetch`: download a content from many servers at once.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FetchArgs {
+    /// Content id (64 hex characters, as `pcdn add` prints it).
+    #[arg(value_name = "ID", value_parser = parse_content_id)]
+    pub id: ContentId,
+    /// Tracker base URL, e.g. http://127.0.0.1:7800.
+    #[arg(long, value_name = "URL")]
+    pub tracker: Option<String>,
+    /// Output file (replaced only once the download is complete and verified).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    /// Scheduler (`pcdn sim --list` lists them).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub scheduler: String,
+    /// Congestion control (`pcdn sim --list` lists them).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_CC)]
+    pub cc: String,
+    /// Print the report as one JSON object (and no progress bar).
+    #[arg(long)]
+    pub json: bool,
+    /// Most edge servers to ask the tracker for (1..=64).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_servers: u32,
+    /// Edge server to use instead of the tracker's list (repeatable).
+    #[arg(long = "server", value_name = "ADDR")]
+    pub servers: Vec<SocketAddr>,
+    /// Origin server to use besides the tracker's (repeatable).
+    #[arg(long = "origin-server", value_name = "ADDR")]
+    pub origin_servers: Vec<SocketAddr>,
+    /// Signed manifest file (e.g. a store's contents/<id>/manifest) instead of the tracker's.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+    /// The only manifest signer to trust (64 hex characters); default: the tracker's origins.
+    #[arg(long, value_name = "HEX", value_parser = parse_key)]
+    pub origin_key: Option<[u8; 32]>,
+    /// Give up after this long, e.g. 30s or 5min. Default: only when every server failed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub timeout: Option<Duration>,
+}
+
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    match pcdn_sim::units::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("expected a positive duration".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl FetchArgs {
+    /// The fetch these arguments describe (reads the manifest file).
+    pub fn config(&self) -> anyhow::Result<FetchConfig> {
+        let manifest = match &self.manifest {
+            Some(path) => Some(std::fs::read(path).with_context(|| format!("--manifest {}", path.display()))?),
+            None => None,
+        };
+        let defaults = FetchConfig::new(self.id, &self.output);
+        Ok(FetchConfig {
+            content: self.id,
+            output: self.output.clone(),
+            tracker: self.tracker.clone(),
+            manifest,
+            edges: (!self.servers.is_empty()).then(|| self.servers.clone()),
+            origins: self.origin_servers.clone(),
+            origin_key: self.origin_key,
+            scheduler: self.scheduler.clone(),
+            cc: self.cc.clone(),
+            max_servers: self.max_servers,
+            timeout: self.timeout,
+            progress: !self.json,
+            ..defaults
+        })
+    }
+}
+
+/// Runs `pcdn fetch`: the report goes to stdout, as text or (`--json`) one JSON object.
+pub fn run_fetch(args: FetchArgs) -> anyhow::Result<()> {
+    // The report says what happened to each path; the log is for warnings (RUST_LOG for more).
+    crate::init_logging("warn");
+    let config = args.config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let report = runtime.block_on(fetch(config))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).context("the report as JSON")?
+        );
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_report() -> FetchReport {
+        FetchReport {
+            content: "00".repeat(32),
+            output: PathBuf::from("out"),
+            bytes: 10,
+            scheduler: "weave".to_owned(),
+            cc: "cubic".to_owned(),
+            goodput_mbps: 1.0,
+            ofo_mean_bytes: 2.0,
+            ofo_max_bytes: 3.0,
+            wait_mean_ms: 4.0,
+            wait_p99_ms: 5.0,
+            completion_s: Some(6.0),
+            waste: 0.1,
+            request_waste: 0.2,
+            cdn_share: 0.3,
+            blocks_rejected: 0,
+            banned_paths: Vec::new(),
+            paths: Vec::new(),
+            elapsed_s: 7.0,
+        }
+    }
+
+    #[test]
+    fn json_metric_names_are_the_simulators() {
+        let row = pcdn_sim::scenario::Row {
+            scheduler: String::new(),
+            cc: String::new(),
+            sweep: None,
+            repeats: 1,
+            goodput_mbps: 0.0,
+            capacity_mbps: 0.0,
+            aggregation: 0.0,
+            ofo_mean_bytes: 0.0,
+            ofo_max_bytes: 0.0,
+            wait_mean_ms: 0.0,
+            wait_p99_ms: 0.0,
+            completion_s: None,
+            waste: 0.0,
+            request_waste: 0.0,
+            cdn_share: 0.0,
+            completed: 1,
+        };
+        let row = serde_json::to_value(row).unwrap();
+        let report = serde_json::to_value(sample_report()).unwrap();
+        for key in [
+            "scheduler",
+            "cc",
+            "goodput_mbps",
+            "ofo_mean_bytes",
+            "ofo_max_bytes",
+            "wait_mean_ms",
+            "wait_p99_ms",
+            "completion_s",
+            "waste",
+            "request_waste",
+            "cdn_share",
+        ] {
+            assert!(row.get(key).is_some(), "pcdn sim --json has no {key}");
+            assert!(report.get(key).is_some(), "the fetch report has no {key}");
+        }
+        assert!(
+            report.get("aggregation").is_none(),
+            "aggregation needs capacities a network does not tell"
+        );
+    }
+
+    #[test]
+    fn the_text_report_lists_the_metrics_and_paths() {
+        let mut report = sample_report();
+        report.paths.push(PathReport {
+            name: "edge-1".to_owned(),
+            addr: "127.0.0.1:1".to_owned(),
+            origin: false,
+            bytes: 10,
+            packets: 1,
+            requests: 1,
+            duplicates: 0,
+            losses: 0,
+            timeouts: 0,
+            srtt_ms: 1.0,
+            corrupt_packets: 0,
+            outcome: "ok".to_owned(),
+            banned: false,
+        });
+        let text = report.to_text();
+        for needle in [
+            "goodput 1.00 Mbit/s",
+            "wait mean 4.00 ms, p99 5.00 ms",
+            "cdn share 0.300",
+            "edge-1",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn fetch_arguments_default_to_the_simulators_choices() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: FetchArgs,
+        }
+        let id = "ab".repeat(32);
+        let cli = Cli::try_parse_from(["fetch", &id, "-o", "out", "--tracker", "http://127.0.0.1:1"]).unwrap();
+        let config = cli.args.config().unwrap();
+        assert_eq!((config.scheduler.as_str(), config.cc.as_str()), ("default", "cubic"));
+        assert_eq!(config.max_servers, 8);
+        assert!(config.edges.is_none() && config.timeout.is_none() && config.progress);
+        let cli = Cli::try_parse_from([
+            "fetch",
+            &id,
+            "-o",
+            "out",
+            "--server",
+            "127.0.0.1:5",
+            "--server",
+            "127.0.0.1:6",
+            "--json",
+            "--timeout",
+            "30s",
+        ])
+        .unwrap();
+        let config = cli.args.config().unwrap();
+        assert_eq!(config.edges.as_ref().map(Vec::len), Some(2));
+        assert_eq!(config.timeout, Some(Duration::from_secs(30)));
+        assert!(!config.progress);
+        assert!(Cli::try_parse_from(["fetch", "abc", "-o", "out"]).is_err());
+        assert!(Cli::try_parse_from(["fetch", &id, "-o", "out", "--max-servers", "0"]).is_err());
+        assert!(Cli::try_parse_from(["fetch", &id, "-o", "out", "--origin-key", "xyz"]).is_err());
+    }
+
+    #[tokio::test]
+    async fn unknown_scheduler_and_cc_names_list_the_known_ones() {
+        let mut config = FetchConfig::new(ContentId([0; 32]), "out");
+        config.manifest = Some(Vec::new());
+        config.origins = vec!["127.0.0.1:9".parse().unwrap()];
+        config.cc = "warp".to_owned();
+        let e = fetch(config.clone()).await.unwrap_err().to_string();
+        assert!(e.contains("--cc \"warp\"") && e.contains("cubic"), "{e}");
+        config.cc = DEFAULT_CC.to_owned();
+        config.scheduler = "magic".to_owned();
+        let e = fetch(config).await.unwrap_err().to_string();
+        assert!(e.contains("--scheduler \"magic\"") && e.contains("weave"), "{e}");
+    }
+}

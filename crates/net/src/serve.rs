@@ -1,0 +1,722 @@
+//! The serving device (`pcdn serve`): a `ServerSession` over the content store, driven by a
+//! batched UDP loop, plus its tracker presence (register, heartbeat, announce, manifests) and
+//! its Prometheus endpoint.
+//!
+//! The UDP loop is one task that owns the session: it hands every datagram of a receive batch
+//! to the session, then drains `poll_transmit` into one send batch (at most
+//! [`MAX_SEND_BATCH`] datagrams before it looks for new datagrams again), and sleeps until the
+//! session's `poll_timeout` when there is nothing to do. Tracker outages never reach it: the
+//! tracker task retries with backoff on its own.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use pcdn_core::manifest::DEFAULT_PACKET_SIZE;
+use pcdn_core::wire::{self, ContentId};
+use pcdn_core::{ServerSession, ServerStats};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::metrics::{ReasonLabel, ServerMetrics, ServerSnapshot, reason_name};
+use crate::socket::{RecvBatch, SendBatch, Socket};
+use crate::store::{Store, StoreSource, content_id_hex};
+use crate::tracker_client::{Heartbeat, Registration, TrackerClient};
+
+/// Datagrams one send batch holds at most before the loop reads its socket again.
+pub const MAX_SEND_BATCH: usize = 256;
+/// How often the tracker task looks for contents added to the store.
+const STORE_RESCAN: Duration = Duration::from_secs(2);
+/// Tracker retry backoff: first wait and cap.
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long a shutdown waits for the tracker to acknowledge the deregistration.
+const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where a device finds its tracker.
+#[derive(Clone, Debug)]
+pub struct TrackerSettings {
+    pub url: String,
+    /// The shared secret of the device-side endpoints.
+    pub secret: String,
+}
+
+/// A serving device's settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub store_dir: PathBuf,
+    /// UDP address to bind (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Address given to the tracker; `None`: the bound address.
+    pub advertise: Option<SocketAddr>,
+    /// `None`: serve without a tracker.
+    pub tracker: Option<TrackerSettings>,
+    /// This device is the CDN origin: its manifests are authoritative, and it serves everything.
+    pub origin: bool,
+    /// Upload cap in bit/s (whole datagrams); `None`: unlimited.
+    pub upload_limit_bps: Option<u64>,
+    /// Upload capacity registered with the tracker when there is no upload limit, bit/s.
+    pub default_capacity_bps: u64,
+    /// Device id; `None`: derived from the advertised address.
+    pub id: Option<String>,
+    pub max_sessions: usize,
+    /// Address of the Prometheus endpoint (`GET /metrics`); `None`: none.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl ServerConfig {
+    /// A server of the store at `store_dir` on `listen`, without tracker or limits.
+    pub fn new(store_dir: impl Into<PathBuf>, listen: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            store_dir: store_dir.into(),
+            listen,
+            advertise: None,
+            tracker: None,
+            origin: false,
+            upload_limit_bps: None,
+            default_capacity_bps: 100_000_000,
+            id: None,
+            max_sessions: pcdn_core::ServerConfig::default().max_sessions,
+            metrics_listen: None,
+        }
+    }
+}
+
+/// The id a device gets when none is given: its role and advertised address, in the
+/// characters the tracker allows (`edge-127.0.0.1-7801`).
+pub fn default_device_id(origin: bool, addr: SocketAddr) -> String {
+    let role = if origin { "origin" } else { "edge" };
+    let ip = addr.ip().to_string().replace(':', ".");
+    format!("{role}-{ip}-{}", addr.port())
+}
+
+/// Checks a device id against the tracker's rule: 1..=64 of `[A-Za-z0-9._-]`.
+pub fn check_device_id(id: &str) -> anyhow::Result<()> {
+    let ok = (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    anyhow::ensure!(
+        ok,
+        "device id \"{id}\": expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-'"
+    );
+    Ok(())
+}
+
+/// A running server. Dropping it leaves the server running until the runtime stops; call
+/// [`ServerHandle::shutdown`] to stop it cleanly.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    advertise: SocketAddr,
+    id: String,
+    public_key: [u8; 32],
+    metrics: Arc<ServerMetrics>,
+    stop: watch::Sender<bool>,
+    udp: Option<JoinHandle<std::io::Result<()>>>,
+    others: Vec<JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("id", &self.id)
+            .field("local_addr", &self.local_addr)
+            .finish()
+    }
+}
+
+impl ServerHandle {
+    /// The bound UDP address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The address given to the tracker.
+    pub fn advertise(&self) -> SocketAddr {
+        self.advertise
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The store's public key (the signer of its manifests).
+    pub fn public_key(&self) -> [u8; 32] {
+        self.public_key
+    }
+
+    /// The bound address of the metrics endpoint, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    pub fn stats(&self) -> ServerSnapshot {
+        self.metrics.snapshot()
+    }
+
+    /// Waits until the UDP loop ends by itself, which only a socket error makes it do.
+    pub async fn failed(&mut self) -> anyhow::Error {
+        match self.udp.as_mut() {
+            Some(task) => match task.await {
+                Ok(Ok(())) => anyhow::anyhow!("the UDP loop stopped"),
+                Ok(Err(e)) => anyhow::Error::new(e).context(format!("UDP socket {}", self.local_addr)),
+                Err(e) => anyhow::anyhow!("the UDP loop panicked: {e}"),
+            },
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops serving (the socket closes), deregisters from the tracker (waiting at most two
+    /// seconds for it) and waits for every task of the server.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        let udp = match self.udp.take() {
+            Some(task) => task.await.map_err(|e| anyhow::anyhow!("the UDP loop panicked: {e}"))?,
+            None => Ok(()),
+        };
+        for task in self.others.drain(..) {
+            let _ = task.await;
+        }
+        udp.with_context(|| format!("UDP socket {}", self.local_addr))
+    }
+}
+
+/// Starts a server: opens the store, binds the socket, and spawns the UDP loop, the tracker
+/// task (with a tracker) and the metrics endpoint (with `metrics_listen`). Must be called
+/// inside a tokio runtime.
+pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> {
+    let store =
+        Store::open(&config.store_dir).with_context(|| format!("opening the store {}", config.store_dir.display()))?;
+    let socket = Socket::bind(config.listen).with_context(|| format!("binding UDP {}", config.listen))?;
+    let local_addr = socket.local_addr()?;
+    let advertise = config.advertise.unwrap_or(local_addr);
+    let id = config
+        .id
+        .clone()
+        .unwrap_or_else(|| default_device_id(config.origin, advertise));
+    check_device_id(&id)?;
+    let tracker = match &config.tracker {
+        Some(t) => Some(TrackerClient::new(&t.url, Some(t.secret.clone()))?),
+        None => None,
+    };
+
+    let mut token_key = [0u8; 32];
+    getrandom::fill(&mut token_key).map_err(|e| anyhow::anyhow!("no OS randomness for the token key: {e}"))?;
+    let session_config = pcdn_core::ServerConfig {
+        packet_size: DEFAULT_PACKET_SIZE as u16,
+        token_key,
+        max_sessions: config.max_sessions,
+        upload_rate: config.upload_limit_bps.map(|bps| (bps / 8).max(1)),
+        ..pcdn_core::ServerConfig::default()
+    };
+    let session = ServerSession::new(session_config, store.source(DEFAULT_PACKET_SIZE));
+    let metrics = Arc::new(ServerMetrics::default());
+    let (stop, stopped) = watch::channel(false);
+
+    let mut others = Vec::new();
+    let mut metrics_addr = None;
+    if let Some(addr) = config.metrics_listen {
+        let listener = crate::metrics::bind_metrics(addr).await?;
+        metrics_addr = Some(listener.local_addr()?);
+        let registry = metrics.registry(&id);
+        let mut stopped = stopped.clone();
+        others.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            if let Err(e) = crate::metrics::serve_metrics(listener, registry, shutdown).await {
+                tracing::error!(error = %e, "metrics endpoint failed");
+            }
+        }));
+    }
+    others.push(tokio::spawn(upload_meter(metrics.clone(), stopped.clone())));
+    if let Some(client) = tracker {
+        let registration = Registration {
+            id: id.clone(),
+            addr: advertise.to_string(),
+            origin: config.origin,
+            upload_capacity_bps: config.upload_limit_bps.unwrap_or(config.default_capacity_bps),
+            public_key: Some(hex::encode(store.public_key())),
+        };
+        others.push(tokio::spawn(
+            TrackerPresence {
+                client,
+                registration,
+                store: store.clone(),
+                metrics: metrics.clone(),
+            }
+            .run(stopped.clone()),
+        ));
+    }
+    tracing::info!(
+        %id,
+        %local_addr,
+        %advertise,
+        origin = config.origin,
+        contents = store.list().map(|l| l.len()).unwrap_or(0),
+        gso = socket.max_gso_segments(),
+        gro = socket.gro_segments(),
+        "serving {}",
+        store.dir().display()
+    );
+    let udp = tokio::spawn(udp_loop(socket, session, metrics.clone(), stopped));
+    Ok(ServerHandle {
+        local_addr,
+        advertise,
+        id,
+        public_key: store.public_key(),
+        metrics,
+        stop,
+        udp: Some(udp),
+        others,
+        metrics_addr,
+    })
+}
+
+/// The server's datagram loop; see the module documentation.
+async fn udp_loop(
+    socket: Socket,
+    mut session: ServerSession<StoreSource>,
+    metrics: Arc<ServerMetrics>,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let clock = Clock::new();
+    let mut recv = RecvBatch::new(&socket);
+    let mut send = SendBatch::new();
+    let mut buf = Vec::with_capacity(wire::MAX_DATAGRAM);
+    let mut published = ServerStats::default();
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let now = clock.now();
+        session.handle_timeout(now);
+        let segments = socket.max_gso_segments();
+        let mut full = false;
+        while let Some(t) = session.poll_transmit(now, &mut buf) {
+            let datagram = &buf[..t.len];
+            if datagram.get(1) == Some(&wire::kind::REJECT) {
+                let reason = reason_name(datagram.get(10).copied().unwrap_or(0));
+                metrics.rejects.get_or_create(&ReasonLabel { reason }).inc();
+            }
+            send.push(t.to, datagram, segments);
+            if send.len() >= MAX_SEND_BATCH {
+                full = true;
+                break;
+            }
+        }
+        if !send.is_empty() {
+            let queued = send.len();
+            let dropped = socket.send(&mut send).await;
+            metrics.datagrams_out.inc_by((queued - dropped) as u64);
+            metrics.send_errors.inc_by(dropped as u64);
+        }
+        publish(&session, &mut published, &metrics);
+
+        if full {
+            // More to send: take what arrived meanwhile without waiting, and go on.
+            if socket.try_recv(&mut recv)? {
+                handle_batch(&mut session, &clock, &recv);
+            }
+            continue;
+        }
+        let deadline = session.poll_timeout().map(|t| clock.to_std(t));
+        tokio::select! {
+            received = socket.recv(&mut recv) => {
+                received?;
+                handle_batch(&mut session, &clock, &recv);
+            }
+            () = sleep_until(deadline) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+fn handle_batch(session: &mut ServerSession<StoreSource>, clock: &Clock, batch: &RecvBatch) {
+    let now = clock.now();
+    // Each datagram is handed over at its own length, GRO bundles cut apart: the session's
+    // 3× anti-amplification budget counts exactly what each sender sent.
+    for (from, datagram) in batch.datagrams() {
+        session.handle_datagram(now, from, datagram);
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Adds what the session counted since the last call to the shared metrics.
+fn publish(session: &ServerSession<StoreSource>, last: &mut ServerStats, metrics: &ServerMetrics) {
+    let now = session.stats();
+    metrics.datagrams_in.inc_by(now.datagrams_in - last.datagrams_in);
+    metrics.bytes_in.inc_by(now.bytes_in - last.bytes_in);
+    metrics.bytes_out.inc_by(now.bytes_out - last.bytes_out);
+    metrics
+        .data_packets_out
+        .inc_by(now.data_packets_out - last.data_packets_out);
+    metrics.dropped.inc_by(now.dropped - last.dropped);
+    metrics
+        .sessions_opened
+        .inc_by(now.sessions_opened - last.sessions_opened);
+    metrics.sessions.set(session.session_count() as i64);
+    *last = now.clone();
+}
+
+/// Measures the upload rate once a second into `metrics.upload_bps`.
+async fn upload_meter(metrics: Arc<ServerMetrics>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = (std::time::Instant::now(), metrics.bytes_out.get());
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let now = (std::time::Instant::now(), metrics.bytes_out.get());
+        let seconds = now.0.duration_since(last.0).as_secs_f64();
+        if seconds > 0.0 {
+            metrics.upload_bps.set(((now.1 - last.1) as f64 * 8.0 / seconds) as i64);
+        }
+        last = now;
+    }
+}
+
+/// Exponential backoff between tracker retries.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { next: BACKOFF_FIRST }
+    }
+    fn reset(&mut self) {
+        self.next = BACKOFF_FIRST;
+    }
+    fn next_wait(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        wait
+    }
+}
+
+/// The device's presence at the tracker: registration, heartbeats, announcements and, for an
+/// origin, its manifests. It keeps trying through tracker outages and re-registers when the
+/// tracker has forgotten the device.
+struct TrackerPresence {
+    client: TrackerClient,
+    registration: Registration,
+    store: Store,
+    metrics: Arc<ServerMetrics>,
+}
+
+impl TrackerPresence {
+    async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut backoff = Backoff::new();
+        let mut registered = false;
+        let mut heartbeat_every = Duration::from_secs(10);
+        let mut next_heartbeat = tokio::time::Instant::now();
+        let mut announced: Option<Vec<ContentId>> = None;
+        let mut manifests_sent: HashSet<ContentId> = HashSet::new();
+        let mut last_beat = (std::time::Instant::now(), self.metrics.bytes_out.get());
+        let id = self.registration.id.clone();
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let step = self
+                .step(
+                    &mut registered,
+                    &mut heartbeat_every,
+                    &mut next_heartbeat,
+                    &mut announced,
+                    &mut manifests_sent,
+                    &mut last_beat,
+                )
+                .await;
+            let wait = match step {
+                Ok(()) => {
+                    backoff.reset();
+                    STORE_RESCAN.min(next_heartbeat.saturating_duration_since(tokio::time::Instant::now()))
+                }
+                Err(e) => {
+                    self.metrics.tracker_errors.inc();
+                    let wait = backoff.next_wait();
+                    tracing::warn!(error = %e, retry_in = ?wait, "tracker");
+                    wait
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
+        }
+        if registered {
+            match tokio::time::timeout(DEREGISTER_TIMEOUT, self.client.deregister(&id)).await {
+                Ok(Ok(())) => tracing::info!(%id, "deregistered"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "deregistering"),
+                Err(_) => tracing::warn!(
+                    "deregistering: no answer from {} within {DEREGISTER_TIMEOUT:?}",
+                    self.client.url()
+                ),
+            }
+        }
+    }
+
+    /// Registers if needed, announces a changed store, sends manifests and a due heartbeat.
+    async fn step(
+        &self,
+        registered: &mut bool,
+        heartbeat_every: &mut Duration,
+        next_heartbeat: &mut tokio::time::Instant,
+        announced: &mut Option<Vec<ContentId>>,
+        manifests_sent: &mut HashSet<ContentId>,
+        last_beat: &mut (std::time::Instant, u64),
+    ) -> anyhow::Result<()> {
+        let id = &self.registration.id;
+        if !*registered {
+            let answer = self.client.register(&self.registration).await?;
+            *registered = true;
+            *heartbeat_every = Duration::from_secs(answer.heartbeat_secs.max(1));
+            *next_heartbeat = tokio::time::Instant::now() + *heartbeat_every;
+            // A tracker that forgot the device forgot what it announced, and maybe its manifests.
+            *announced = None;
+            manifests_sent.clear();
+            tracing::info!(%id, tracker = self.client.url(), heartbeat = ?heartbeat_every, "registered");
+        }
+        let contents = self.store.list()?;
+        if announced.as_ref() != Some(&contents) {
+            if let Err(e) = self.client.announce(id, &contents).await {
+                *registered &= !e.is_not_found();
+                return Err(e.into());
+            }
+            tracing::info!(contents = contents.len(), "announced");
+            *announced = Some(contents.clone());
+        }
+        if self.registration.origin {
+            let unsent: Vec<ContentId> = contents
+                .iter()
+                .filter(|c| !manifests_sent.contains(c))
+                .copied()
+                .collect();
+            for content in &unsent {
+                let bytes = self.store.manifest_bytes(content)?;
+                match self.client.put_manifest(content, bytes).await {
+                    Ok(()) => {}
+                    // The tracker judged this manifest; asking again would get the same answer.
+                    Err(e) if matches!(e.status(), Some(400 | 403)) => {
+                        tracing::error!(error = %e, content = %content_id_hex(content), "manifest refused");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                manifests_sent.insert(*content);
+            }
+        }
+        if tokio::time::Instant::now() >= *next_heartbeat {
+            let now = (std::time::Instant::now(), self.metrics.bytes_out.get());
+            let seconds = now.0.duration_since(last_beat.0).as_secs_f64().max(1e-3);
+            let heartbeat = Heartbeat {
+                sessions: self.metrics.sessions.get().max(0) as u64,
+                upload_bps: ((now.1 - last_beat.1) as f64 * 8.0 / seconds) as u64,
+                healthy: true,
+            };
+            if let Err(e) = self.client.heartbeat(id, &heartbeat).await {
+                if e.is_not_found() {
+                    tracing::info!(%id, "the tracker forgot this device; registering again");
+                    *registered = false;
+                }
+                return Err(e.into());
+            }
+            *last_beat = now;
+            *next_heartbeat = tokio::time::Instant::now() + *heartbeat_every;
+        }
+        Ok(())
+    }
+}
+
+/// `pcdn serve`: serve a content store over UDP and announce it to a tracker.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Content store directory (created if missing; add files with `pcdn add`).
+    #[arg(long, value_name = "DIR")]
+    pub store: PathBuf,
+    /// UDP address to serve on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7801")]
+    pub listen: SocketAddr,
+    /// Tracker base URL (e.g. http://127.0.0.1:7800); without it the device serves unannounced.
+    #[arg(long, value_name = "URL", requires = "secret_file")]
+    pub tracker: Option<String>,
+    /// File holding the tracker's shared secret (trimmed).
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// This device is the CDN origin: it publishes the store's manifests to the tracker.
+    #[arg(long)]
+    pub origin: bool,
+    /// Address clients should use, given to the tracker (default: the listen address).
+    #[arg(long, value_name = "ADDR")]
+    pub advertise: Option<SocketAddr>,
+    /// Upload cap, e.g. 4mbit (bit/s; units as in scenario files). Default: unlimited.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_arg)]
+    pub upload_limit: Option<u64>,
+    /// Upload capacity told to the tracker when there is no --upload-limit.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_arg, default_value = "100mbit")]
+    pub capacity: u64,
+    /// Device id at the tracker (default: derived from the advertised address, e.g.
+    /// edge-127.0.0.1-7801).
+    #[arg(long, value_name = "NAME")]
+    pub id: Option<String>,
+    /// Most client sessions at once.
+    #[arg(long, value_name = "N", default_value_t = pcdn_core::ServerConfig::default().max_sessions)]
+    pub max_sessions: usize,
+    /// Serve Prometheus metrics on http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// A rate argument in bit/s (`4mbit`, `500kbit`, `1gbit`).
+pub fn parse_rate_arg(text: &str) -> Result<u64, String> {
+    match pcdn_sim::units::parse_rate(text) {
+        Ok(0) => Err("expected a positive rate".to_owned()),
+        Ok(rate) => Ok(rate),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl ServerArgs {
+    /// The server configuration these arguments describe (reads the secret file).
+    pub fn config(&self) -> anyhow::Result<ServerConfig> {
+        let tracker = match &self.tracker {
+            Some(url) => {
+                let file = self
+                    .secret_file
+                    .as_ref()
+                    .context("--tracker needs --secret-file FILE with the tracker's shared secret")?;
+                Some(TrackerSettings {
+                    url: url.clone(),
+                    secret: crate::tracker_client::read_secret(file)?,
+                })
+            }
+            None => None,
+        };
+        if let Some(id) = &self.id {
+            check_device_id(id).context("--id")?;
+        }
+        anyhow::ensure!(self.max_sessions > 0, "--max-sessions: expected at least 1");
+        Ok(ServerConfig {
+            store_dir: self.store.clone(),
+            listen: self.listen,
+            advertise: self.advertise,
+            tracker,
+            origin: self.origin,
+            upload_limit_bps: self.upload_limit,
+            default_capacity_bps: self.capacity,
+            id: self.id.clone(),
+            max_sessions: self.max_sessions,
+            metrics_listen: self.metrics_listen,
+        })
+    }
+}
+
+/// Runs `pcdn serve` until SIGINT or SIGTERM, then deregisters and returns.
+pub fn run_serve(args: ServerArgs) -> anyhow::Result<()> {
+    crate::init_logging("info");
+    let config = args.config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async move {
+        let mut handle = spawn_server(config).await?;
+        tokio::select! {
+            signal = shutdown_signal() => {
+                signal?;
+                tracing::info!("stopping");
+            }
+            e = handle.failed() => return Err(e),
+        }
+        handle.shutdown().await
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("listening for SIGINT")?,
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.context("listening for Ctrl-C")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_ids_derive_from_the_address_and_are_checked() {
+        let v4 = default_device_id(false, "127.0.0.1:7801".parse().unwrap());
+        assert_eq!(v4, "edge-127.0.0.1-7801");
+        let v6 = default_device_id(true, "[::1]:7801".parse().unwrap());
+        assert_eq!(v6, "origin-..1-7801");
+        check_device_id(&v4).unwrap();
+        check_device_id(&v6).unwrap();
+        assert!(check_device_id("").is_err());
+        assert!(check_device_id(&"x".repeat(65)).is_err());
+        let e = check_device_id("edge 1").unwrap_err().to_string();
+        assert!(e.contains("\"edge 1\""), "{e}");
+    }
+
+    #[test]
+    fn rates_are_parsed_strictly() {
+        assert_eq!(parse_rate_arg("4mbit"), Ok(4_000_000));
+        assert_eq!(parse_rate_arg("1.5gbit"), Ok(1_500_000_000));
+        assert!(parse_rate_arg("0").is_err());
+        assert!(parse_rate_arg("4mbps").unwrap_err().contains("ambiguous"));
+        assert!(parse_rate_arg("fast").is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_resets() {
+        let mut b = Backoff::new();
+        let waits: Vec<Duration> = (0..9).map(|_| b.next_wait()).collect();
+        assert_eq!(waits[0], BACKOFF_FIRST);
+        assert_eq!(waits[1], BACKOFF_FIRST * 2);
+        assert_eq!(*waits.last().unwrap(), BACKOFF_MAX);
+        assert!(waits.windows(2).all(|w| w[0] <= w[1]));
+        b.reset();
+        assert_eq!(b.next_wait(), BACKOFF_FIRST);
+    }
+
+    #[test]
+    fn serve_arguments_need_a_secret_with_a_tracker() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ServerArgs,
+        }
+        let cli = Cli::try_parse_from(["serve", "--store", "s"]).unwrap();
+        assert_eq!(cli.args.listen, "127.0.0.1:7801".parse().unwrap());
+        assert_eq!(cli.args.capacity, 100_000_000);
+        let config = cli.args.config().unwrap();
+        assert!(config.tracker.is_none() && config.upload_limit_bps.is_none());
+        assert!(Cli::try_parse_from(["serve", "--store", "s", "--tracker", "http://127.0.0.1:1"]).is_err());
+        let cli = Cli::try_parse_from(["serve", "--store", "s", "--upload-limit", "4mbit", "--origin"]).unwrap();
+        assert_eq!(cli.args.upload_limit, Some(4_000_000));
+        assert!(Cli::try_parse_from(["serve", "--store", "s", "--upload-limit", "4mbps"]).is_err());
+    }
+}

@@ -1,0 +1,502 @@
+//! A device's content store: a directory of imported files with their signed manifests, and
+//! the memory-mapped [`ContentSource`] the server reads packets from.
+//!
+//! Layout of `DIR` (docs/net.md):
+//!
+//! ```text
+//! DIR/key                       the store's Ed25519 signing key: 32 random bytes, mode 0600
+//! DIR/contents/<hex id>/data    the content's bytes
+//! DIR/contents/<hex id>/manifest  its signed manifest (SignedManifest::encode)
+//! DIR/contents/.import-<random>/  an import in progress (or left by a crash; ignored)
+//! ```
+//!
+//! An import writes both files into a fresh `.import-*` directory, syncs them, and renames the
+//! directory to its id in one step, so a content directory is either complete or absent.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::RwLock;
+use std::time::{Duration, SystemTime};
+
+use pcdn_core::ed25519_dalek::SigningKey;
+use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE};
+use pcdn_core::wire::ContentId;
+use pcdn_core::{ContentInfo, ContentSource, ManifestError, SignedManifest};
+
+/// File name of the signing key inside the store.
+pub const KEY_FILE: &str = "key";
+/// Directory of the contents inside the store.
+pub const CONTENTS_DIR: &str = "contents";
+const DATA_FILE: &str = "data";
+const MANIFEST_FILE: &str = "manifest";
+const IMPORT_PREFIX: &str = ".import-";
+/// Import directories older than this are a crash's leftovers and are removed on open.
+const STALE_IMPORT_AGE: Duration = Duration::from_secs(24 * 3600);
+/// Bytes read and written per step of an import.
+const IMPORT_CHUNK: usize = 1 << 20;
+
+/// Why a store operation failed; every variant names the file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: expected a 32-byte Ed25519 signing key, found {len} bytes", path.display())]
+    BadKey { path: PathBuf, len: u64 },
+    #[error("{}: {source}", path.display())]
+    Manifest {
+        path: PathBuf,
+        #[source]
+        source: ManifestError,
+    },
+    #[error("{}: the manifest describes content {manifest}, not the directory's {directory}", path.display())]
+    WrongId {
+        path: PathBuf,
+        manifest: String,
+        directory: String,
+    },
+    #[error("content {0} is not in the store")]
+    NotFound(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The 64 lowercase hex characters of a content id.
+pub fn content_id_hex(id: &ContentId) -> String {
+    hex::encode(id.0)
+}
+
+/// A content id from 64 hex characters.
+pub fn parse_content_id(text: &str) -> Result<ContentId, String> {
+    let text = text.trim();
+    let mut id = [0u8; 32];
+    if text.len() != 64 {
+        return Err(format!(
+            "expected a content id of 64 hex characters, got {} characters: \"{text}\"",
+            text.len()
+        ));
+    }
+    hex::decode_to_slice(text, &mut id)
+        .map_err(|e| format!("expected a content id of 64 hex characters, got \"{text}\": {e}"))?;
+    Ok(ContentId(id))
+}
+
+/// A content store directory (see the module documentation for its layout).
+#[derive(Clone)]
+pub struct Store {
+    dir: PathBuf,
+    contents: PathBuf,
+    key: SigningKey,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+impl Store {
+    /// Opens the store at `dir`, creating it and its signing key on first use.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        let contents = dir.join(CONTENTS_DIR);
+        fs::create_dir_all(&contents).map_err(io_err(&contents))?;
+        let key = load_or_create_key(&dir.join(KEY_FILE))?;
+        remove_stale_imports(&contents);
+        Ok(Store { dir, contents, key })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The store's Ed25519 public key: the signer of every manifest it imports.
+    pub fn public_key(&self) -> [u8; 32] {
+        self.key.verifying_key().to_bytes()
+    }
+
+    /// The directory of content `id`.
+    pub fn content_dir(&self, id: &ContentId) -> PathBuf {
+        self.contents.join(content_id_hex(id))
+    }
+
+    /// The data file of content `id`.
+    pub fn data_path(&self, id: &ContentId) -> PathBuf {
+        self.content_dir(id).join(DATA_FILE)
+    }
+
+    /// Imports the file at `path`; see [`Store::add_with_progress`].
+    pub fn add(&self, path: impl AsRef<Path>) -> Result<ContentId, StoreError> {
+        self.add_with_progress(path, |_| {})
+    }
+
+    /// Imports the file at `path`, reading it once: its bytes are copied into the store while
+    /// its manifest is built (`DEFAULT_PACKET_SIZE`, `DEFAULT_BLOCK_SIZE`) and signed with the
+    /// store's key. `progress` is told the bytes done so far. The same file gets the same id
+    /// in every store; importing a content the store holds already changes nothing.
+    pub fn add_with_progress(
+        &self,
+        path: impl AsRef<Path>,
+        mut progress: impl FnMut(u64),
+    ) -> Result<ContentId, StoreError> {
+        let path = path.as_ref();
+        let mut source = File::open(path).map_err(io_err(path))?;
+        let staging = self.contents.join(format!("{IMPORT_PREFIX}{}", random_suffix()));
+        fs::create_dir(&staging).map_err(io_err(&staging))?;
+        let result = self.import(path, &mut source, &staging, &mut progress);
+        if result.is_err() {
+            let _ = fs::remove_dir_all(&staging);
+        }
+        result
+    }
+
+    fn import(
+        &self,
+        path: &Path,
+        source: &mut File,
+        staging: &Path,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ContentId, StoreError> {
+        let mut builder =
+            pcdn_core::Manifest::builder(DEFAULT_PACKET_SIZE, DEFAULT_BLOCK_SIZE).expect("the default sizes are valid");
+        let data_path = staging.join(DATA_FILE);
+        let mut data = File::create(&data_path).map_err(io_err(&data_path))?;
+        let mut chunk = vec![0u8; IMPORT_CHUNK];
+        let mut done = 0u64;
+        loop {
+            let n = match source.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(path)(e)),
+            };
+            builder.update(&chunk[..n]);
+            data.write_all(&chunk[..n]).map_err(io_err(&data_path))?;
+            done += n as u64;
+            progress(done);
+        }
+        data.sync_all().map_err(io_err(&data_path))?;
+        drop(data);
+
+        let signed = SignedManifest::sign(builder.finish(), &self.key);
+        let id = signed.content_id();
+        let manifest_path = staging.join(MANIFEST_FILE);
+        write_synced(&manifest_path, &signed.encode())?;
+        sync_dir(staging)?;
+
+        let target = self.content_dir(&id);
+        match fs::rename(staging, &target) {
+            Ok(()) => sync_dir(&self.contents)?,
+            // Another import of the same bytes won the race, or the content was there already:
+            // the content directory is complete either way.
+            Err(_) if target.join(MANIFEST_FILE).is_file() => {
+                let _ = fs::remove_dir_all(staging);
+            }
+            Err(e) => return Err(io_err(&target)(e)),
+        }
+        Ok(id)
+    }
+
+    /// The ids of the contents in the store, sorted.
+    pub fn list(&self) -> Result<Vec<ContentId>, StoreError> {
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&self.contents).map_err(io_err(&self.contents))? {
+            let entry = entry.map_err(io_err(&self.contents))?;
+            if let Some(id) = entry.file_name().to_str().and_then(|n| parse_content_id(n).ok()) {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The encoded signed manifest of content `id`, as stored.
+    pub fn manifest_bytes(&self, id: &ContentId) -> Result<Vec<u8>, StoreError> {
+        let path = self.content_dir(id).join(MANIFEST_FILE);
+        fs::read(&path).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                StoreError::NotFound(content_id_hex(id))
+            } else {
+                io_err(&path)(e)
+            }
+        })
+    }
+
+    /// The signed manifest of content `id`, decoded and checked to describe that id.
+    pub fn manifest(&self, id: &ContentId) -> Result<SignedManifest, StoreError> {
+        let path = self.content_dir(id).join(MANIFEST_FILE);
+        let bytes = self.manifest_bytes(id)?;
+        let signed = SignedManifest::decode(&bytes).map_err(|source| StoreError::Manifest {
+            path: path.clone(),
+            source,
+        })?;
+        if signed.content_id() != *id {
+            return Err(StoreError::WrongId {
+                path,
+                manifest: content_id_hex(&signed.content_id()),
+                directory: content_id_hex(id),
+            });
+        }
+        Ok(signed)
+    }
+
+    /// A content source over this store for a server sending packets of `packet_size` bytes.
+    pub fn source(&self, packet_size: u32) -> StoreSource {
+        StoreSource {
+            store: self.clone(),
+            packet_size,
+            mapped: Arc::new(RwLock::new(IdMap::default())),
+        }
+    }
+}
+
+/// Reads the key at `path`, or creates it from 32 bytes of OS randomness with mode 0600. The
+/// key is written to a private temporary file and hard-linked into place, which fails if
+/// another process got there first: nobody ever reads a half-written key.
+fn load_or_create_key(path: &Path) -> Result<SigningKey, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => return key_from_bytes(path, &bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(path)(e)),
+    }
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| io_err(path)(io::Error::other(e)))?;
+    let temp = path.with_file_name(format!(".key-{}", random_suffix()));
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&temp).and_then(|mut f| {
+        f.write_all(&secret)?;
+        f.sync_all()
+    });
+    let linked = written.and_then(|()| fs::hard_link(&temp, path));
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => {
+            if let Some(parent) = path.parent() {
+                sync_dir(parent)?;
+            }
+            Ok(SigningKey::from_bytes(&secret))
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let bytes = fs::read(path).map_err(io_err(path))?;
+            key_from_bytes(path, &bytes)
+        }
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+fn key_from_bytes(path: &Path, bytes: &[u8]) -> Result<SigningKey, StoreError> {
+    let secret: [u8; 32] = bytes.try_into().map_err(|_| StoreError::BadKey {
+        path: path.to_path_buf(),
+        len: bytes.len() as u64,
+    })?;
+    #[cfg(unix)]
+    if let Ok(meta) = fs::metadata(path) {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(path = %path.display(), "the store key is readable by other users; chmod 600 it");
+        }
+    }
+    Ok(SigningKey::from_bytes(&secret))
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let mut file = File::create(path).map_err(io_err(path))?;
+    file.write_all(bytes).map_err(io_err(path))?;
+    file.sync_all().map_err(io_err(path))
+}
+
+/// Makes a directory's entries (a new file, a rename) durable.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
+    Ok(())
+}
+
+fn remove_stale_imports(contents: &Path) {
+    let Ok(entries) = fs::read_dir(contents) else { return };
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with(IMPORT_PREFIX)
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > STALE_IMPORT_AGE);
+        if stale {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// 16 hex characters of OS randomness for temporary names.
+pub(crate) fn random_suffix() -> String {
+    let mut bytes = [0u8; 8];
+    // A clock-derived name would do where the OS has no randomness; collisions only fail an import.
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = (nanos as u64 ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    hex::encode(bytes)
+}
+
+/// Hashes a content id by its first eight bytes: ids are BLAKE3 outputs, uniform already,
+/// and the map is looked up once per packet sent, where SipHash showed in profiles. Only the
+/// store's own contents are ever inserted, so peers cannot choose colliding keys.
+#[derive(Clone, Copy, Debug, Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // The id's bytes arrive in one write (after the slice's length, which is mixed in).
+        let mut word = [0u8; 8];
+        let n = bytes.len().min(8);
+        word[..n].copy_from_slice(&bytes[..n]);
+        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+    }
+}
+
+type IdMap<V> = HashMap<ContentId, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// One content mapped into memory.
+struct Mapped {
+    /// `None` for an empty content (an empty file cannot be mapped).
+    map: Option<memmap2::Mmap>,
+    length: u64,
+}
+
+/// The server's [`ContentSource`] over a [`Store`]: each content's data file is memory-mapped
+/// on first use, and a content imported after the server started is found on its first miss
+/// (one directory lookup).
+///
+/// The store's files are immutable once imported, which is what makes mapping them sound. If
+/// a data file is truncated while mapped anyway (by hand, outside pcdn), reading the vanished
+/// pages raises SIGBUS and kills the server: replace a content by importing, never by editing
+/// its file in place.
+#[derive(Clone)]
+pub struct StoreSource {
+    store: Store,
+    packet_size: u32,
+    mapped: Arc<RwLock<IdMap<Arc<Mapped>>>>,
+}
+
+impl std::fmt::Debug for StoreSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSource")
+            .field("store", &self.store)
+            .field("packet_size", &self.packet_size)
+            .finish()
+    }
+}
+
+impl StoreSource {
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn get(&self, id: &ContentId) -> Option<Arc<Mapped>> {
+        if let Some(m) = self.mapped.read().expect("store map lock").get(id) {
+            return Some(m.clone());
+        }
+        let mapped = Arc::new(self.load(id)?);
+        self.mapped.write().expect("store map lock").insert(*id, mapped.clone());
+        Some(mapped)
+    }
+
+    /// Maps content `id` if the store holds it, complete and cut to this server's packet size.
+    fn load(&self, id: &ContentId) -> Option<Mapped> {
+        let dir = self.store.content_dir(id);
+        // The cheap check first: a miss for a content the store lacks costs one failed lookup.
+        if !dir.is_dir() {
+            return None;
+        }
+        let manifest = match self.store.manifest(id) {
+            Ok(m) => m.manifest,
+            Err(e) => {
+                tracing::warn!(error = %e, "content not served");
+                return None;
+            }
+        };
+        if manifest.packet_size != self.packet_size {
+            tracing::warn!(
+                content = %content_id_hex(id),
+                manifest_packet_size = manifest.packet_size,
+                server_packet_size = self.packet_size,
+                "content not served: its packet size differs from the server's"
+            );
+            return None;
+        }
+        let path = dir.join(DATA_FILE);
+        let file = File::open(&path)
+            .map_err(|e| tracing::warn!(path = %path.display(), error = %e, "content not served"))
+            .ok()?;
+        let length = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        if length != manifest.length {
+            tracing::warn!(
+                path = %path.display(),
+                file_length = length,
+                manifest_length = manifest.length,
+                "content not served: the data file's length differs from its manifest"
+            );
+            return None;
+        }
+        let map = if length == 0 {
+            None
+        } else {
+            // SAFETY: store files are immutable once imported (see the type's documentation).
+            match unsafe { memmap2::Mmap::map(&file) } {
+                Ok(map) => Some(map),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "content not served: cannot map it");
+                    return None;
+                }
+            }
+        };
+        Some(Mapped { map, length })
+    }
+}
+
+impl ContentSource for StoreSource {
+    fn info(&self, id: &ContentId) -> Option<ContentInfo> {
+        self.get(id).map(|m| ContentInfo { length: m.length })
+    }
+
+    fn read(&self, id: &ContentId, offset: u64, buf: &mut [u8]) -> bool {
+        // `info` mapped the content before any session could ask for its bytes.
+        let mapped = self.mapped.read().expect("store map lock");
+        let Some(mapped) = mapped.get(id) else {
+            return false;
+        };
+        let Some(map) = &mapped.map else {
+            return buf.is_empty();
+        };
+        let Some(range) = usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(buf.len())?))
+            .filter(|r| r.end <= map.len())
+        else {
+            return false;
+        };
+        buf.copy_from_slice(&map[range]);
+        true
+    }
+}

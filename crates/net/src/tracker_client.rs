@@ -1,0 +1,361 @@
+//! A client of the tracker's HTTP API v1 (the contract in docs/tracker.md): device
+//! registration, heartbeats, announcements and manifests for servers; manifest and server
+//! lookups for clients. Every error names the request that failed and why.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use pcdn_core::wire::ContentId;
+use serde::{Deserialize, Serialize};
+
+use crate::store::content_id_hex;
+
+/// How long one request may take before it counts as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a tracker request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackerError {
+    #[error("tracker URL \"{url}\": {why}")]
+    BadUrl { url: String, why: String },
+    #[error("{method} {url}: {detail}")]
+    Transport {
+        method: &'static str,
+        url: String,
+        /// The cause chain of the transport error, flattened (connection refused, timed out...).
+        detail: String,
+    },
+    #[error("{method} {url}: HTTP {status} {code}: {message}")]
+    Status {
+        method: &'static str,
+        url: String,
+        status: u16,
+        /// The contract's snake_case error code (or empty if the body had none).
+        code: String,
+        message: String,
+    },
+    #[error("{method} {url}: unexpected answer: {detail}")]
+    Decode {
+        method: &'static str,
+        url: String,
+        detail: String,
+    },
+}
+
+impl TrackerError {
+    /// The HTTP status of a refused request.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            TrackerError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The tracker does not know this device (it expired, or the tracker lost its state).
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+}
+
+/// A device's registration (`POST /v1/devices`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    pub id: String,
+    pub addr: String,
+    pub origin: bool,
+    pub upload_capacity_bps: u64,
+    /// Ed25519 public key, 64 hex characters; required for an origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+}
+
+/// The tracker's answer to a registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub struct Registered {
+    pub ttl_secs: u64,
+    pub heartbeat_secs: u64,
+}
+
+/// A device's heartbeat (`POST /v1/devices/{id}/heartbeat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Heartbeat {
+    pub sessions: u64,
+    pub upload_bps: u64,
+    pub healthy: bool,
+}
+
+/// One device in a lookup's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct DeviceInfo {
+    pub id: String,
+    pub addr: String,
+    pub origin: bool,
+    pub upload_capacity_bps: u64,
+    pub upload_bps: u64,
+    pub free_upload_bps: u64,
+    pub sessions: u64,
+    pub healthy: bool,
+    #[serde(default)]
+    pub public_key: Option<String>,
+}
+
+impl DeviceInfo {
+    /// The device's UDP address.
+    pub fn socket_addr(&self) -> Result<SocketAddr, String> {
+        self.addr
+            .parse()
+            .map_err(|e| format!("device {}: address \"{}\" is not IP:PORT: {e}", self.id, self.addr))
+    }
+}
+
+/// `GET /v1/contents/{cid}/servers`: edges holding the content, and every origin.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Lookup {
+    pub content: String,
+    pub servers: Vec<DeviceInfo>,
+    pub origins: Vec<DeviceInfo>,
+}
+
+#[derive(Deserialize)]
+struct Announced {
+    #[allow(dead_code)]
+    announced: u64,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+    message: String,
+}
+
+/// Reads a shared secret file: its contents, trimmed, which must not be empty.
+pub fn read_secret(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("secret file {}: {e}", path.display()))?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        anyhow::bail!(
+            "secret file {}: is empty; expected the tracker's shared secret",
+            path.display()
+        );
+    }
+    Ok(secret.to_owned())
+}
+
+/// A tracker client. Cheap to clone.
+#[derive(Clone)]
+pub struct TrackerClient {
+    base: String,
+    secret: Option<String>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for TrackerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("TrackerClient").field("base", &self.base).finish()
+    }
+}
+
+impl TrackerClient {
+    /// A client of the tracker at `url` (`http://host:port`, optionally with a path prefix).
+    /// `secret` authenticates the device-side endpoints; clients' lookups need none.
+    pub fn new(url: &str, secret: Option<String>) -> Result<TrackerClient, TrackerError> {
+        let bad = |why: String| TrackerError::BadUrl {
+            url: url.to_owned(),
+            why,
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| bad(format!("{e}; expected e.g. http://127.0.0.1:7800")))?;
+        match parsed.scheme() {
+            "http" => {}
+            "https" => return Err(bad("https is not supported by this build; use http".to_owned())),
+            other => return Err(bad(format!("scheme \"{other}\" is not http"))),
+        }
+        if parsed.host_str().is_none() {
+            return Err(bad("no host".to_owned()));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
+        Ok(TrackerClient {
+            base: url.trim_end_matches('/').to_owned(),
+            secret,
+            http,
+        })
+    }
+
+    /// The tracker's base URL.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// `POST /v1/devices`.
+    pub async fn register(&self, registration: &Registration) -> Result<Registered, TrackerError> {
+        let url = format!("{}/v1/devices", self.base);
+        let response = self
+            .send("POST", &url, self.http.post(&url).json(registration), true)
+            .await?;
+        decode_json("POST", &url, response).await
+    }
+
+    /// `POST /v1/devices/{id}/heartbeat`; a 404 means the device must register again.
+    pub async fn heartbeat(&self, id: &str, heartbeat: &Heartbeat) -> Result<u64, TrackerError> {
+        #[derive(Deserialize)]
+        struct Reply {
+            ttl_secs: u64,
+        }
+        let url = format!("{}/v1/devices/{id}/heartbeat", self.base);
+        let response = self
+            .send("POST", &url, self.http.post(&url).json(heartbeat), true)
+            .await?;
+        let reply: Reply = decode_json("POST", &url, response).await?;
+        Ok(reply.ttl_secs)
+    }
+
+    /// `PUT /v1/devices/{id}/contents`: the device's announced set becomes `contents`.
+    pub async fn announce(&self, id: &str, contents: &[ContentId]) -> Result<(), TrackerError> {
+        let url = format!("{}/v1/devices/{id}/contents", self.base);
+        let body = serde_json::json!({ "contents": contents.iter().map(content_id_hex).collect::<Vec<_>>() });
+        let response = self.send("PUT", &url, self.http.put(&url).json(&body), true).await?;
+        let _: Announced = decode_json("PUT", &url, response).await?;
+        Ok(())
+    }
+
+    /// `DELETE /v1/devices/{id}`.
+    pub async fn deregister(&self, id: &str) -> Result<(), TrackerError> {
+        let url = format!("{}/v1/devices/{id}", self.base);
+        self.send("DELETE", &url, self.http.delete(&url), true).await?;
+        Ok(())
+    }
+
+    /// `PUT /v1/contents/{cid}/manifest` with the signed manifest bytes.
+    pub async fn put_manifest(&self, id: &ContentId, signed_manifest: Vec<u8>) -> Result<(), TrackerError> {
+        let url = format!("{}/v1/contents/{}/manifest", self.base, content_id_hex(id));
+        let request = self
+            .http
+            .put(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(signed_manifest);
+        self.send("PUT", &url, request, true).await?;
+        Ok(())
+    }
+
+    /// `GET /v1/contents/{cid}/manifest`: the signed manifest bytes, or `None` if the tracker
+    /// has none.
+    pub async fn get_manifest(&self, id: &ContentId) -> Result<Option<Vec<u8>>, TrackerError> {
+        let url = format!("{}/v1/contents/{}/manifest", self.base, content_id_hex(id));
+        match self.send("GET", &url, self.http.get(&url), false).await {
+            Ok(response) => {
+                let bytes = response.bytes().await.map_err(|e| transport("GET", &url, &e))?;
+                Ok(Some(bytes.to_vec()))
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /v1/contents/{cid}/servers?n={n}`.
+    pub async fn servers(&self, id: &ContentId, n: u32) -> Result<Lookup, TrackerError> {
+        let url = format!("{}/v1/contents/{}/servers?n={n}", self.base, content_id_hex(id));
+        let response = self.send("GET", &url, self.http.get(&url), false).await?;
+        decode_json("GET", &url, response).await
+    }
+
+    async fn send(
+        &self,
+        method: &'static str,
+        url: &str,
+        mut request: reqwest::RequestBuilder,
+        auth: bool,
+    ) -> Result<reqwest::Response, TrackerError> {
+        if auth {
+            if let Some(secret) = &self.secret {
+                request = request.bearer_auth(secret);
+            }
+        }
+        let response = request.send().await.map_err(|e| transport(method, url, &e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let text = response.text().await.unwrap_or_default();
+        let (code, message) = match serde_json::from_str::<ErrorBody>(&text) {
+            Ok(body) => (body.error, body.message),
+            Err(_) => (String::new(), text.chars().take(200).collect()),
+        };
+        Err(TrackerError::Status {
+            method,
+            url: url.to_owned(),
+            status: status.as_u16(),
+            code,
+            message,
+        })
+    }
+}
+
+fn transport(method: &'static str, url: &str, e: &reqwest::Error) -> TrackerError {
+    // reqwest's own message is generic ("error sending request"); the cause says what happened.
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        detail.push_str(": ");
+        detail.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if e.is_timeout() {
+        detail.push_str(" (timed out)");
+    }
+    TrackerError::Transport {
+        method,
+        url: url.to_owned(),
+        detail,
+    }
+}
+
+async fn decode_json<T: serde::de::DeserializeOwned>(
+    method: &'static str,
+    url: &str,
+    response: reqwest::Response,
+) -> Result<T, TrackerError> {
+    let bytes = response.bytes().await.map_err(|e| transport(method, url, &e))?;
+    serde_json::from_slice(&bytes).map_err(|e| TrackerError::Decode {
+        method,
+        url: url.to_owned(),
+        detail: format!("{e} in {}", String::from_utf8_lossy(&bytes[..bytes.len().min(200)])),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked() {
+        assert!(TrackerClient::new("http://127.0.0.1:7800", None).is_ok());
+        let e = TrackerClient::new("https://tracker.invalid", None).unwrap_err();
+        assert!(e.to_string().contains("https is not supported"), "{e}");
+        let e = TrackerClient::new("127.0.0.1:7800", None).unwrap_err();
+        assert!(e.to_string().contains("127.0.0.1:7800"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_url() {
+        // A port nothing listens on: bind one, note it, close it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let client = TrackerClient::new(&format!("http://127.0.0.1:{port}/"), None).unwrap();
+        let e = client.servers(&ContentId([7; 32]), 8).await.unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("GET http://127.0.0.1:{port}/v1/contents/0707")),
+            "{text}"
+        );
+        assert!(matches!(e, TrackerError::Transport { .. }));
+    }
+}

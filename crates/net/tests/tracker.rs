@@ -1,0 +1,184 @@
+//! Servers and a fetch against a real in-process tracker (SQLite in a temporary directory):
+//! registration, announcements and manifests; a tracker restart in the middle of a download;
+//! a tracker that lost its state (devices register again); deregistration on shutdown.
+
+mod common;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Lab, files_in};
+use pcdn_net::tracker_client::Lookup;
+use pcdn_net::{FetchConfig, ServerConfig, ServerHandle, TrackerClient, TrackerSettings, fetch, spawn_server};
+use pcdn_tracker::{StoreUrl, TrackerConfig};
+
+const SECRET: &str = "test-secret";
+
+fn tracker_config(listen: SocketAddr, store: StoreUrl) -> TrackerConfig {
+    let mut config = TrackerConfig::new(listen, store, SECRET.to_owned());
+    config.ttl = Duration::from_secs(3);
+    config.heartbeat = Duration::from_secs(1);
+    config
+}
+
+/// Polls `check` until it holds; panics with `what` after 20 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The lookup lists `edges` edges and `origins` origins, and the tracker has the manifest.
+async fn listed(client: &TrackerClient, lab: &Lab, edges: usize, origins: usize) -> bool {
+    let lookup: Option<Lookup> = client.servers(&lab.id, 8).await.ok();
+    let manifest = client.get_manifest(&lab.id).await.ok().flatten();
+    lookup.is_some_and(|l| l.servers.len() == edges && l.origins.len() == origins)
+        && (origins == 0 || manifest.is_some())
+}
+
+async fn serve(store: &std::path::Path, origin: bool, tracker: &str) -> ServerHandle {
+    let mut config = ServerConfig::new(store, "127.0.0.1:0".parse().unwrap());
+    config.origin = origin;
+    config.upload_limit_bps = Some(16_000_000);
+    config.tracker = Some(TrackerSettings {
+        url: tracker.to_owned(),
+        secret: SECRET.to_owned(),
+    });
+    spawn_server(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_survives_a_tracker_restart_and_devices_find_a_new_tracker() {
+    let lab = Lab::new(5_000_000, 3);
+    let db = lab.dir.path().join("tracker.db");
+    let tracker = pcdn_tracker::bind(tracker_config(
+        "127.0.0.1:0".parse().unwrap(),
+        StoreUrl::Sqlite(db.clone()),
+    ))
+    .await
+    .unwrap();
+    let tracker_addr = tracker.local_addr();
+    let url = format!("http://{tracker_addr}");
+    let client = TrackerClient::new(&url, None).unwrap();
+
+    let origin = serve(&lab.origin_store, true, &url).await;
+    let mut edges = Vec::new();
+    for store in &lab.edge_stores {
+        edges.push(serve(store, false, &url).await);
+    }
+    eventually("every device is registered and the manifest published", || {
+        listed(&client, &lab, 3, 1)
+    })
+    .await;
+    let lookup = client.servers(&lab.id, 8).await.unwrap();
+    assert_eq!(lookup.origins[0].id, origin.id());
+    assert_eq!(
+        lookup.origins[0].public_key.as_deref(),
+        Some(hex::encode(origin.public_key()).as_str())
+    );
+
+    // A fetch that knows only the tracker and the content id.
+    let out_dir = lab.out_dir();
+    let output = out_dir.join("video.bin");
+    let mut config = FetchConfig::new(lab.id, &output);
+    config.tracker = Some(url.clone());
+    let download = tokio::spawn(fetch(config));
+    while origin.stats().data_packets_out < 100 && !download.is_finished() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(
+        !download.is_finished(),
+        "the download ended before the tracker could be stopped"
+    );
+    tracker.stop().await.unwrap();
+    assert!(client.servers(&lab.id, 8).await.is_err(), "the tracker is down");
+    // Down for a while, then back on the same address and database.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let tracker = pcdn_tracker::bind(tracker_config(tracker_addr, StoreUrl::Sqlite(db)))
+        .await
+        .unwrap();
+
+    let report = download.await.unwrap().unwrap();
+    assert!(
+        std::fs::read(&output).unwrap() == lab.data,
+        "the output differs from the content"
+    );
+    assert_eq!(files_in(&out_dir), vec!["video.bin"]);
+    let mut names: Vec<&str> = report.paths.iter().map(|p| p.name.as_str()).collect();
+    names.sort();
+    let mut ids: Vec<&str> = edges.iter().chain([&origin]).map(|s| s.id()).collect();
+    ids.sort();
+    assert_eq!(names, ids, "one path per device, named by its tracker id");
+    eventually("the devices are listed again after the restart", || {
+        listed(&client, &lab, 3, 1)
+    })
+    .await;
+
+    // A tracker that lost everything: heartbeats meet 404, devices register and announce
+    // again, and the origin publishes its manifest again.
+    tracker.stop().await.unwrap();
+    let tracker = pcdn_tracker::bind(tracker_config(tracker_addr, StoreUrl::SqliteMemory))
+        .await
+        .unwrap();
+    assert!(!listed(&client, &lab, 3, 1).await, "a fresh tracker knows nobody");
+    eventually("the devices registered with the fresh tracker", || {
+        listed(&client, &lab, 3, 1)
+    })
+    .await;
+
+    // A content imported while the devices run is announced, and the origin publishes its
+    // manifest.
+    let late = lab.dir.path().join("late.bin");
+    std::fs::write(&late, common::random_bytes(70_000, 99)).unwrap();
+    let late_id = pcdn_net::Store::open(&lab.origin_store).unwrap().add(&late).unwrap();
+    assert_eq!(
+        pcdn_net::Store::open(&lab.edge_stores[0]).unwrap().add(&late).unwrap(),
+        late_id
+    );
+    let edge0 = edges[0].id().to_owned();
+    eventually("the late content is announced and its manifest published", || {
+        let client = client.clone();
+        let edge0 = edge0.clone();
+        async move {
+            let servers = client.servers(&late_id, 8).await.ok();
+            let manifest = client.get_manifest(&late_id).await.ok().flatten();
+            servers.is_some_and(|l| l.servers.len() == 1 && l.servers[0].id == edge0) && manifest.is_some()
+        }
+    })
+    .await;
+
+    // A clean shutdown deregisters at once, without waiting for the ttl.
+    for server in edges.into_iter().chain([origin]) {
+        server.shutdown().await.unwrap();
+    }
+    let lookup = client.servers(&lab.id, 8).await.unwrap();
+    assert!(lookup.servers.is_empty() && lookup.origins.is_empty(), "{lookup:?}");
+    tracker.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_keeps_serving_while_its_tracker_is_unreachable() {
+    // A tracker address nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let lab = Lab::new(300_000, 0);
+    let origin = serve(&lab.origin_store, true, &url).await;
+    let out_dir = lab.out_dir();
+    let output = out_dir.join("x");
+    let config = lab.fetch_config(&output, &[], &[&origin]);
+    let report = fetch(config).await.unwrap();
+    assert!(std::fs::read(&output).unwrap() == lab.data);
+    assert_eq!(report.cdn_share, 1.0);
+    origin.shutdown().await.unwrap();
+}

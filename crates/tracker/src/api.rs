@@ -1,0 +1,393 @@
+//! The HTTP API v1 (docs/tracker.md): the route table, the handlers and the router.
+
+use crate::error::ApiError;
+use crate::extract::{Authorized, ContentIdPath, DeviceIdPath, HasSecret, JsonBody, RawBody, SecretHash, ServerCount};
+use crate::metrics::{self, Metrics};
+use crate::model::{self, Load, Lookup, MAX_ANNOUNCED, Registration, content_hex};
+use crate::store::{Store, unix_millis};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::handler::Handler;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use axum::{Json, Router};
+use pcdn_core::manifest::SignedManifest;
+use pcdn_core::wire::ContentId;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Largest request body: a signed manifest or a device's announced list.
+pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// What every handler shares.
+pub(crate) struct AppState<S> {
+    pub store: S,
+    pub secret: SecretHash,
+    pub ttl_secs: u64,
+    pub heartbeat_secs: u64,
+    pub metrics: Metrics,
+}
+
+type SharedState<S> = Arc<AppState<S>>;
+
+impl<S> HasSecret for SharedState<S> {
+    fn secret(&self) -> &SecretHash {
+        &self.secret
+    }
+}
+
+/// One route of the API: its path template, method and handler.
+pub(crate) struct Route<S> {
+    pub path: &'static str,
+    pub method: Method,
+    pub handler: MethodRouter<SharedState<S>>,
+}
+
+fn route<S: Store, H: Handler<T, SharedState<S>>, T: 'static>(
+    path: &'static str,
+    method: Method,
+    handler: H,
+) -> Route<S> {
+    let filter = MethodFilter::try_from(method.clone()).expect("the route table uses standard methods");
+    Route {
+        path,
+        method,
+        handler: on(filter, handler),
+    }
+}
+
+/// Every route the router serves; the router is built from this list and nothing else, and the
+/// OpenAPI test checks `/openapi.json` against it.
+pub(crate) fn routes<S: Store>() -> Vec<Route<S>> {
+    vec![
+        route("/v1/devices", Method::POST, register::<S>),
+        route("/v1/devices/{id}/heartbeat", Method::POST, heartbeat::<S>),
+        route("/v1/devices/{id}/contents", Method::PUT, announce::<S>),
+        route("/v1/devices/{id}", Method::DELETE, remove::<S>),
+        route("/v1/contents/{cid}/manifest", Method::PUT, put_manifest::<S>),
+        route("/v1/contents/{cid}/manifest", Method::GET, get_manifest::<S>),
+        route("/v1/contents/{cid}/servers", Method::GET, servers::<S>),
+        route("/health", Method::GET, health::<S>),
+        route("/metrics", Method::GET, metrics_text::<S>),
+        route("/openapi.json", Method::GET, openapi),
+    ]
+}
+
+/// The tracker's router over `state`.
+pub(crate) fn router<S: Store>(state: SharedState<S>) -> Router {
+    let mut router = Router::new();
+    for route in routes::<S>() {
+        tracing::trace!(method = %route.method, path = route.path, "route");
+        router = router.route(route.path, route.handler);
+    }
+    router
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), count_requests::<S>))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn count_requests<S: Store>(State(state): State<SharedState<S>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    state
+        .metrics
+        .count_request(&route, method.as_str(), response.status().as_u16());
+    response
+}
+
+async fn no_route(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route for {method} {}: see GET /openapi.json", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not accept {method}: see GET /openapi.json", uri.path()),
+    )
+}
+
+#[derive(Deserialize)]
+struct RegisterRequest {
+    id: String,
+    addr: String,
+    #[serde(default)]
+    origin: bool,
+    upload_capacity_bps: u64,
+    #[serde(default)]
+    public_key: Option<String>,
+}
+
+impl RegisterRequest {
+    fn validate(self) -> Result<Registration, ApiError> {
+        model::check_device_id(&self.id).map_err(|error| ApiError::invalid_field("id", error))?;
+        let addr: SocketAddr = self.addr.parse().map_err(|_| {
+            ApiError::invalid_field(
+                "addr",
+                format!(
+                    "expected an IP:port socket address such as 127.0.0.1:7801, got {:?}",
+                    self.addr
+                ),
+            )
+        })?;
+        if addr.ip().is_unspecified() || addr.port() == 0 {
+            return Err(ApiError::invalid_field(
+                "addr",
+                format!("{addr} is not an address clients can reach: give a specific IP and a non-zero port"),
+            ));
+        }
+        let public_key = match &self.public_key {
+            None => None,
+            Some(text) => {
+                let key =
+                    model::parse_public_key(text).map_err(|error| ApiError::invalid_field("public_key", error))?;
+                pcdn_core::ed25519_dalek::VerifyingKey::from_bytes(&key)
+                    .map_err(|_| ApiError::invalid_field("public_key", "not a valid Ed25519 public key"))?;
+                Some(key)
+            }
+        };
+        if self.origin && public_key.is_none() {
+            return Err(ApiError::invalid_field(
+                "public_key",
+                "required when `origin` is true: the key that signs the origin's manifests",
+            ));
+        }
+        Ok(Registration {
+            id: self.id,
+            addr,
+            origin: self.origin,
+            upload_capacity_bps: self.upload_capacity_bps,
+            public_key,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct RegisterResponse {
+    ttl_secs: u64,
+    heartbeat_secs: u64,
+}
+
+async fn register<S: Store>(
+    _: Authorized,
+    State(state): State<SharedState<S>>,
+    JsonBody(request): JsonBody<RegisterRequest>,
+) -> Result<Json<RegisterResponse>, ApiError> {
+    let registration = request.validate()?;
+    let id = registration.id.clone();
+    state.store.register(registration, unix_millis()).await?;
+    state.metrics.count_registration();
+    tracing::debug!(device = %id, "registered");
+    Ok(Json(RegisterResponse {
+        ttl_secs: state.ttl_secs,
+        heartbeat_secs: state.heartbeat_secs,
+    }))
+}
+
+#[derive(Deserialize)]
+struct HeartbeatRequest {
+    sessions: u32,
+    upload_bps: u64,
+    healthy: bool,
+}
+
+#[derive(Serialize)]
+struct HeartbeatResponse {
+    ttl_secs: u64,
+}
+
+async fn heartbeat<S: Store>(
+    _: Authorized,
+    State(state): State<SharedState<S>>,
+    DeviceIdPath(id): DeviceIdPath,
+    JsonBody(request): JsonBody<HeartbeatRequest>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    let load = Load {
+        sessions: request.sessions,
+        upload_bps: request.upload_bps,
+        healthy: request.healthy,
+    };
+    if state.store.heartbeat(&id, load, unix_millis()).await? {
+        Ok(Json(HeartbeatResponse {
+            ttl_secs: state.ttl_secs,
+        }))
+    } else {
+        Err(ApiError::unknown_device(&id))
+    }
+}
+
+#[derive(Deserialize)]
+struct ContentsRequest {
+    contents: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ContentsResponse {
+    announced: usize,
+}
+
+async fn announce<S: Store>(
+    _: Authorized,
+    State(state): State<SharedState<S>>,
+    DeviceIdPath(id): DeviceIdPath,
+    JsonBody(request): JsonBody<ContentsRequest>,
+) -> Result<Json<ContentsResponse>, ApiError> {
+    if request.contents.len() > MAX_ANNOUNCED {
+        return Err(ApiError::invalid_field(
+            "contents",
+            format!("at most {MAX_ANNOUNCED} content ids, got {}", request.contents.len()),
+        ));
+    }
+    let contents = request
+        .contents
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            model::parse_content_id(text).map_err(|error| ApiError::invalid_field(&format!("contents[{index}]"), error))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match state.store.announce(&id, contents, unix_millis()).await? {
+        Some(announced) => Ok(Json(ContentsResponse { announced })),
+        None => Err(ApiError::unknown_device(&id)),
+    }
+}
+
+async fn remove<S: Store>(
+    _: Authorized,
+    State(state): State<SharedState<S>>,
+    DeviceIdPath(id): DeviceIdPath,
+) -> Result<StatusCode, ApiError> {
+    if state.store.remove(&id, unix_millis()).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::unknown_device(&id))
+    }
+}
+
+async fn put_manifest<S: Store>(
+    _: Authorized,
+    State(state): State<SharedState<S>>,
+    ContentIdPath(content): ContentIdPath,
+    RawBody(bytes): RawBody,
+) -> Result<StatusCode, ApiError> {
+    let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", problem);
+    let manifest = SignedManifest::decode(&bytes)
+        .map_err(|error| invalid(format!("request body is not a signed manifest: {error}")))?;
+    manifest
+        .verify()
+        .map_err(|error| invalid(format!("manifest signature check failed: {error}")))?;
+    let actual = manifest.content_id();
+    if actual != content {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "content_id_mismatch",
+            format!(
+                "the manifest's content id is {}, but the path parameter `cid` is {}",
+                content_hex(&actual),
+                content_hex(&content)
+            ),
+        ));
+    }
+    if !state.store.is_origin_key(&manifest.signer, unix_millis()).await? {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_an_origin",
+            format!(
+                "the manifest is signed by {}, which is not the public_key of a registered origin device",
+                hex::encode(manifest.signer)
+            ),
+        ));
+    }
+    state.store.put_manifest(content, bytes).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn get_manifest<S: Store>(
+    State(state): State<SharedState<S>>,
+    ContentIdPath(content): ContentIdPath,
+) -> Result<Response, ApiError> {
+    match state.store.get_manifest(content).await? {
+        Some(bytes) => Ok(([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_manifest",
+            format!("no manifest was put for content {}", content_hex(&content)),
+        )),
+    }
+}
+
+/// The lookup answer, assembled from each device's pre-rendered JSON (`Device::json`).
+fn lookup_json(content: &ContentId, found: &Lookup) -> String {
+    let devices = found.servers.iter().chain(&found.origins);
+    let mut json = String::with_capacity(160 + devices.map(|device| device.json().len() + 1).sum::<usize>());
+    json.push_str("{\"content\":\"");
+    json.push_str(&content_hex(content));
+    for (name, list) in [("servers", &found.servers), ("origins", &found.origins)] {
+        json.push_str(if name == "servers" {
+            "\",\"servers\":["
+        } else {
+            "],\"origins\":["
+        });
+        for (index, device) in list.iter().enumerate() {
+            if index > 0 {
+                json.push(',');
+            }
+            json.push_str(device.json());
+        }
+    }
+    json.push_str("]}");
+    json
+}
+
+async fn servers<S: Store>(
+    State(state): State<SharedState<S>>,
+    ContentIdPath(content): ContentIdPath,
+    ServerCount(n): ServerCount,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let found = state.store.lookup(content, n, unix_millis()).await?;
+    let response = ([(CONTENT_TYPE, "application/json")], lookup_json(&content, &found)).into_response();
+    state.metrics.observe_lookup(started.elapsed());
+    Ok(response)
+}
+
+async fn health<S: Store>(State(state): State<SharedState<S>>) -> Response {
+    let store = state.store.kind();
+    match state.store.live_devices(unix_millis()).await {
+        Ok(devices) => {
+            state.metrics.set_live_devices(devices);
+            Json(serde_json::json!({"status": "ok", "store": store, "devices": devices})).into_response()
+        }
+        Err(error) => {
+            tracing::warn!(%error, "health check: store unavailable");
+            let body = serde_json::json!({"status": "unavailable", "store": store, "message": error.to_string()});
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
+}
+
+async fn metrics_text<S: Store>(State(state): State<SharedState<S>>) -> Response {
+    // A scrape refreshes the gauge; if the store is down the last value stands and /health says so.
+    if let Ok(devices) = state.store.live_devices(unix_millis()).await {
+        state.metrics.set_live_devices(devices);
+    }
+    ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], state.metrics.encode()).into_response()
+}
+
+async fn openapi() -> Response {
+    ([(CONTENT_TYPE, "application/json")], crate::openapi::document_text()).into_response()
+}

@@ -1,0 +1,168 @@
+//! The `pcdn tracker` command line: its arguments and the blocking entry point.
+
+use crate::{StoreUrl, TrackerConfig, serve};
+use anyhow::{Context, bail};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Arguments of `pcdn tracker`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TrackerArgs {
+    /// HTTP address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7800")]
+    pub listen: SocketAddr,
+    /// Where the registry is kept: sqlite:PATH, sqlite::memory: or redis://HOST:PORT/DB.
+    #[arg(long, value_name = "URL", default_value = "sqlite:pcdn-tracker.db")]
+    pub store: StoreUrl,
+    /// File holding the shared secret devices must present as `Authorization: Bearer <secret>`
+    /// (surrounding whitespace is trimmed).
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: PathBuf,
+    /// Seconds after its last heartbeat at which a device expires.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ttl: u64,
+    /// Seconds between a device's heartbeats, as told to devices [default: ttl / 3, at least 1].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat: Option<u64>,
+}
+
+/// The trimmed contents of a secret file; an error naming the file if it cannot be read, is not
+/// UTF-8 or holds only whitespace.
+pub fn read_secret_file(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read secret file {}", path.display()))?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        bail!("secret file {} is empty: put the shared secret in it", path.display());
+    }
+    Ok(secret.to_owned())
+}
+
+impl TrackerArgs {
+    /// The tracker configuration these arguments describe (reads the secret file).
+    pub fn config(&self) -> anyhow::Result<TrackerConfig> {
+        let ttl = Duration::from_secs(self.ttl);
+        let heartbeat = Duration::from_secs(self.heartbeat.unwrap_or((self.ttl / 3).max(1)));
+        if heartbeat > ttl {
+            bail!(
+                "--heartbeat {}s is longer than --ttl {}s: devices would expire between heartbeats",
+                heartbeat.as_secs(),
+                self.ttl
+            );
+        }
+        Ok(TrackerConfig {
+            listen: self.listen,
+            store: self.store.clone(),
+            secret: read_secret_file(&self.secret_file)?,
+            ttl,
+            heartbeat,
+        })
+    }
+}
+
+/// Runs the tracker until SIGINT or SIGTERM: builds a tokio runtime, logs with `tracing`
+/// (filtered by `RUST_LOG`, default `info`, unless the caller installed a subscriber already).
+pub fn run(args: TrackerArgs) -> anyhow::Result<()> {
+    let config = args.config()?;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    runtime.block_on(serve(config, shutdown_signal()))
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT: stopping"),
+        () = terminate => tracing::info!("SIGTERM: stopping"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: TrackerArgs,
+    }
+
+    #[test]
+    fn defaults_and_secret_file_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "  hunter2\n").unwrap();
+        let command = Command::try_parse_from(["tracker", "--secret-file", secret.to_str().unwrap()]).unwrap();
+        let config = command.args.config().unwrap();
+        assert_eq!(config.listen, "127.0.0.1:7800".parse().unwrap());
+        assert_eq!(config.store, StoreUrl::Sqlite("pcdn-tracker.db".into()));
+        assert_eq!(config.secret, "hunter2");
+        assert_eq!(
+            (config.ttl, config.heartbeat),
+            (Duration::from_secs(30), Duration::from_secs(10))
+        );
+
+        let missing = dir.path().join("missing");
+        let error = read_secret_file(&missing).unwrap_err().to_string();
+        assert!(error.contains(missing.to_str().unwrap()), "{error}");
+        std::fs::write(&secret, " \n\t").unwrap();
+        let error = read_secret_file(&secret).unwrap_err().to_string();
+        assert!(
+            error.contains("is empty") && error.contains(secret.to_str().unwrap()),
+            "{error}"
+        );
+        assert!(
+            Command::try_parse_from(["tracker"]).is_err(),
+            "--secret-file is required"
+        );
+    }
+
+    #[test]
+    fn store_urls() {
+        assert_eq!("sqlite::memory:".parse::<StoreUrl>().unwrap(), StoreUrl::SqliteMemory);
+        assert_eq!(
+            "sqlite:/tmp/x.db".parse::<StoreUrl>().unwrap(),
+            StoreUrl::Sqlite("/tmp/x.db".into())
+        );
+        assert_eq!(
+            "redis://127.0.0.1:6379/2".parse::<StoreUrl>().unwrap(),
+            StoreUrl::Redis("redis://127.0.0.1:6379/2".into())
+        );
+        for bad in ["", "sqlite:", "postgres://x", "redis://host:notaport/0", "/tmp/x.db"] {
+            let error = bad.parse::<StoreUrl>().unwrap_err().to_string();
+            assert!(error.contains(&format!("{bad:?}")), "{bad}: {error}");
+        }
+        for url in ["sqlite::memory:", "sqlite:/tmp/x.db", "redis://127.0.0.1:6379/2"] {
+            assert_eq!(url.parse::<StoreUrl>().unwrap().to_string(), url);
+        }
+    }
+}

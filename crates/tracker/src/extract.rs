@@ -1,0 +1,195 @@
+//! Request extractors whose every rejection is the API's JSON error: bodies, path parameters,
+//! the lookup query and the bearer secret.
+
+use crate::error::ApiError;
+use crate::model::{self, DEFAULT_LOOKUP_N, MAX_LOOKUP_N};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use bytes::Bytes;
+use pcdn_core::wire::ContentId;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use subtle::ConstantTimeEq;
+
+fn body_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body is larger than {} bytes", crate::api::MAX_BODY_BYTES),
+        )
+    } else {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!("request body could not be read: {}", rejection.body_text()),
+        )
+    }
+}
+
+/// A JSON body. Any content type is accepted; a body that does not parse is a 400
+/// `invalid_json` whose message names the field (through `serde_path_to_error`).
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state).await.map_err(body_rejection)?;
+        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+        let invalid = |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", message);
+        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            invalid(if path == "." {
+                format!("request body is not the expected JSON: {}", error.inner())
+            } else {
+                format!("request body field `{path}`: {}", error.inner())
+            })
+        })?;
+        deserializer
+            .end()
+            .map_err(|error| invalid(format!("request body has more after its JSON value: {error}")))?;
+        Ok(JsonBody(value))
+    }
+}
+
+/// A body of raw bytes (a signed manifest).
+pub(crate) struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(request, state)
+            .await
+            .map(RawBody)
+            .map_err(body_rejection)
+    }
+}
+
+async fn single_path_parameter<S: Send + Sync>(parts: &mut Parts, state: &S, name: &str) -> Result<String, ApiError> {
+    Path::<String>::from_request_parts(parts, state)
+        .await
+        .map(|Path(value)| value)
+        .map_err(|rejection| ApiError::invalid_path(name, rejection.body_text()))
+}
+
+/// The `{id}` path parameter, checked to be a device id.
+pub(crate) struct DeviceIdPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for DeviceIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let id = single_path_parameter(parts, state, "id").await?;
+        model::check_device_id(&id).map_err(|error| ApiError::invalid_path("id", error))?;
+        Ok(DeviceIdPath(id))
+    }
+}
+
+/// The `{cid}` path parameter, parsed as a content id.
+pub(crate) struct ContentIdPath(pub ContentId);
+
+impl<S: Send + Sync> FromRequestParts<S> for ContentIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let text = single_path_parameter(parts, state, "cid").await?;
+        let id = model::parse_content_id(&text).map_err(|error| ApiError::invalid_path("cid", error))?;
+        Ok(ContentIdPath(id))
+    }
+}
+
+/// The lookup's `?n=` (default 8, 1..=64). Other query parameters are ignored.
+pub(crate) struct ServerCount(pub usize);
+
+impl<S: Send + Sync> FromRequestParts<S> for ServerCount {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", problem);
+        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| invalid(format!("query string: {}", rejection.body_text())))?;
+        let Some(text) = query.get("n") else {
+            return Ok(ServerCount(DEFAULT_LOOKUP_N));
+        };
+        match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_LOOKUP_N).contains(&n) => Ok(ServerCount(n)),
+            _ => Err(invalid(format!(
+                "query parameter `n`: expected an integer in 1..={MAX_LOOKUP_N}, got {:?}",
+                text.chars().take(40).collect::<String>()
+            ))),
+        }
+    }
+}
+
+/// The BLAKE3 hash of the shared secret. Requests are checked by comparing hashes in constant
+/// time: the comparison takes the same time whatever the guess, and hashing first hides the
+/// secret's length too.
+#[derive(Clone)]
+pub(crate) struct SecretHash([u8; 32]);
+
+impl SecretHash {
+    pub fn new(secret: &str) -> SecretHash {
+        SecretHash(*blake3::hash(secret.as_bytes()).as_bytes())
+    }
+
+    fn matches(&self, candidate: &[u8]) -> bool {
+        blake3::hash(candidate).as_bytes().ct_eq(&self.0).into()
+    }
+}
+
+/// Types whose state holds the shared secret.
+pub(crate) trait HasSecret {
+    fn secret(&self) -> &SecretHash;
+}
+
+/// Proof that the request carried `Authorization: Bearer <secret>`; 401 otherwise.
+pub(crate) struct Authorized;
+
+impl<S: HasSecret + Send + Sync> FromRequestParts<S> for Authorized {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get(AUTHORIZATION) else {
+            return Err(ApiError::unauthorized(
+                "missing `Authorization: Bearer <secret>` header",
+            ));
+        };
+        // The scheme name is case-insensitive (RFC 9110 §11.1); the credentials are not.
+        let bytes = value.as_bytes();
+        let credentials = match bytes.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => bytes[7..].trim_ascii(),
+            _ => {
+                return Err(ApiError::unauthorized(
+                    "`Authorization` header must be `Bearer <secret>`",
+                ));
+            }
+        };
+        if state.secret().matches(credentials) {
+            Ok(Authorized)
+        } else {
+            Err(ApiError::unauthorized(
+                "wrong secret in `Authorization: Bearer <secret>`",
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_matches_only_itself() {
+        let secret = SecretHash::new("s3cret");
+        assert!(secret.matches(b"s3cret"));
+        for wrong in [&b""[..], b"s3cre", b"s3cret ", b"S3CRET", b"s3cret\0"] {
+            assert!(!secret.matches(wrong), "{wrong:?}");
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! pcdn's control plane: an HTTP/JSON tracker where devices register, heartbeat and announce
+//! the contents they hold, and clients look up which devices to download a content from
+//! (docs/tracker.md). The registry is kept in SQLite (one instance) or Redis (several instances
+//! acting as one).
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use pcdn_tracker::{TrackerConfig, bind};
+//! let config = TrackerConfig::new("127.0.0.1:0".parse()?, "sqlite::memory:".parse()?, "secret".into());
+//! let tracker = bind(config).await?;
+//! println!("tracker at http://{}", tracker.local_addr());
+//! tracker.stop().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod api;
+mod cli;
+mod error;
+mod extract;
+mod metrics;
+mod model;
+mod openapi;
+mod store;
+
+pub use cli::{TrackerArgs, read_secret_file, run};
+
+use anyhow::{Context, bail};
+use api::AppState;
+use extract::SecretHash;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use store::redis::RedisStore;
+use store::sqlite::SqliteStore;
+use store::{Store, unix_millis};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Where the registry is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// `sqlite:PATH`: a database file, created if missing; survives restarts.
+    Sqlite(PathBuf),
+    /// `sqlite::memory:`: an in-memory database, gone when the tracker stops.
+    SqliteMemory,
+    /// `redis://HOST:PORT/DB`: a Redis server shared by any number of tracker instances.
+    Redis(String),
+}
+
+impl FromStr for StoreUrl {
+    type Err = anyhow::Error;
+
+    fn from_str(text: &str) -> anyhow::Result<StoreUrl> {
+        if text == "sqlite::memory:" {
+            return Ok(StoreUrl::SqliteMemory);
+        }
+        if let Some(path) = text.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                bail!("store URL {text:?} names no file: expected sqlite:PATH or sqlite::memory:");
+            }
+            return Ok(StoreUrl::Sqlite(PathBuf::from(path)));
+        }
+        if text.starts_with("redis://") {
+            redis::IntoConnectionInfo::into_connection_info(text)
+                .with_context(|| format!("store URL {text:?} is not a valid redis://HOST:PORT/DB URL"))?;
+            return Ok(StoreUrl::Redis(text.to_owned()));
+        }
+        bail!("store URL {text:?} is not one of sqlite:PATH, sqlite::memory: or redis://HOST:PORT/DB")
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            StoreUrl::SqliteMemory => f.write_str("sqlite::memory:"),
+            StoreUrl::Redis(url) => f.write_str(url),
+        }
+    }
+}
+
+/// Everything a tracker needs to run.
+#[derive(Clone)]
+pub struct TrackerConfig {
+    /// HTTP listen address (port 0 picks a free port; see `RunningTracker::local_addr`).
+    pub listen: SocketAddr,
+    pub store: StoreUrl,
+    /// The shared bearer secret devices must present (already trimmed).
+    pub secret: String,
+    /// A device not heard from (register or heartbeat) for this long expires. Whole seconds, ≥ 1 s.
+    pub ttl: Duration,
+    /// How often devices are told to heartbeat. Whole seconds, 1 s ..= ttl.
+    pub heartbeat: Duration,
+}
+
+impl fmt::Debug for TrackerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TrackerConfig")
+            .field("listen", &self.listen)
+            .field("store", &self.store)
+            .field("secret", &"<redacted>")
+            .field("ttl", &self.ttl)
+            .field("heartbeat", &self.heartbeat)
+            .finish()
+    }
+}
+
+impl TrackerConfig {
+    /// Default ttl: 30 s.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+    /// Default heartbeat interval: 10 s.
+    pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+
+    /// A configuration with the default ttl and heartbeat interval.
+    pub fn new(listen: SocketAddr, store: StoreUrl, secret: String) -> TrackerConfig {
+        TrackerConfig {
+            listen,
+            store,
+            secret,
+            ttl: Self::DEFAULT_TTL,
+            heartbeat: Self::DEFAULT_HEARTBEAT,
+        }
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.secret.trim().is_empty() {
+            bail!("tracker secret is empty: give a non-empty shared secret");
+        }
+        if self.ttl < Duration::from_secs(1) || self.ttl.subsec_nanos() != 0 {
+            bail!("ttl {:?} must be a whole number of seconds, at least 1 s", self.ttl);
+        }
+        if self.heartbeat < Duration::from_secs(1) || self.heartbeat.subsec_nanos() != 0 || self.heartbeat > self.ttl {
+            bail!(
+                "heartbeat {:?} must be a whole number of seconds, at least 1 s and at most the ttl ({:?})",
+                self.heartbeat,
+                self.ttl
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A tracker serving in the background. Dropping it asks it to stop; `stop` also waits.
+pub struct RunningTracker {
+    local_addr: SocketAddr,
+    store_kind: &'static str,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl RunningTracker {
+    /// The address the tracker listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// "sqlite" or "redis".
+    pub fn store_kind(&self) -> &'static str {
+        self.store_kind
+    }
+
+    /// Stops accepting requests, lets the ones in flight finish, closes the store and returns
+    /// once all of that is done (so a restart on the same SQLite file sees every write).
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        self.join().await
+    }
+
+    async fn join(&mut self) -> anyhow::Result<()> {
+        match self.task.take() {
+            Some(task) => task.await.context("tracker task panicked")?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RunningTracker {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Binds the listen address, opens the store and starts serving in the background.
+pub async fn bind(config: TrackerConfig) -> anyhow::Result<RunningTracker> {
+    config.validate()?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("tracker cannot listen on {}", config.listen))?;
+    let local_addr = listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    let (store_kind, task) = match &config.store {
+        StoreUrl::Sqlite(path) => {
+            let path = path.clone();
+            let ttl = config.ttl;
+            let store = tokio::task::spawn_blocking(move || {
+                SqliteStore::open(Some(&path), ttl)
+                    .with_context(|| format!("cannot open the SQLite store {}", path.display()))
+            })
+            .await??;
+            ("sqlite", tokio::spawn(run_server(listener, store, config, stopped)))
+        }
+        StoreUrl::SqliteMemory => {
+            let store = SqliteStore::open(None, config.ttl)?;
+            ("sqlite", tokio::spawn(run_server(listener, store, config, stopped)))
+        }
+        StoreUrl::Redis(url) => {
+            let store = RedisStore::connect(url, config.ttl)
+                .await
+                .with_context(|| format!("cannot reach the Redis store {url}"))?;
+            ("redis", tokio::spawn(run_server(listener, store, config, stopped)))
+        }
+    };
+    tracing::info!(addr = %local_addr, store = %store_kind, "pcdn tracker listening");
+    Ok(RunningTracker {
+        local_addr,
+        store_kind,
+        stop,
+        task: Some(task),
+    })
+}
+
+/// Serves until `shutdown` completes, then stops gracefully.
+pub async fn serve(config: TrackerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let mut tracker = bind(config).await?;
+    let task = tracker.task.as_mut().expect("a bound tracker has a task");
+    tokio::select! {
+        () = shutdown => tracker.stop().await,
+        result = task => {
+            tracker.task = None;
+            result.context("tracker task panicked")?
+        }
+    }
+}
+
+/// How often expired devices are deleted: a quarter of the ttl, between 100 ms and 5 s. Expiry
+/// itself is exact (every read checks timestamps); sweeping only frees space and counts. The
+/// first sweep runs at start, deleting what expired while the tracker was down.
+fn sweep_interval(ttl: Duration) -> Duration {
+    (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5))
+}
+
+async fn run_server<S: Store>(
+    listener: TcpListener,
+    store: S,
+    config: TrackerConfig,
+    mut stopped: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let state = Arc::new(AppState {
+        store,
+        secret: SecretHash::new(&config.secret),
+        ttl_secs: config.ttl.as_secs(),
+        heartbeat_secs: config.heartbeat.as_secs(),
+        metrics: metrics::Metrics::new(),
+    });
+    let sweeper = tokio::spawn(sweep_forever(Arc::clone(&state), sweep_interval(config.ttl)));
+    let served = axum::serve(listener, api::router(Arc::clone(&state)))
+        .with_graceful_shutdown(async move {
+            // An error means the sender is gone: the RunningTracker was dropped, so stop too.
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .await;
+    sweeper.abort();
+    let _ = sweeper.await;
+    drop(state);
+    tracing::info!("pcdn tracker stopped");
+    served.context("tracker HTTP server failed")
+}
+
+async fn sweep_forever<S: Store>(state: Arc<AppState<S>>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let now = unix_millis();
+        match state.store.sweep(now).await {
+            Ok(expired) => {
+                if expired > 0 {
+                    tracing::debug!(expired, "devices expired");
+                    state.metrics.count_expirations(expired);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "sweeping expired devices failed"),
+        }
+        if let Ok(live) = state.store.live_devices(now).await {
+            state.metrics.set_live_devices(live);
+        }
+    }
+}

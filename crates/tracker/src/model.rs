@@ -1,0 +1,290 @@
+//! The registry's data: devices, their load reports, content ids, validation and server ranking.
+
+use pcdn_core::wire::{CONTENT_ID_LEN, ContentId};
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+/// Longest device id, in characters.
+pub(crate) const MAX_DEVICE_ID_LEN: usize = 64;
+/// Most servers a lookup may ask for (`n`).
+pub(crate) const MAX_LOOKUP_N: usize = 64;
+/// Servers a lookup returns when it does not say.
+pub(crate) const DEFAULT_LOOKUP_N: usize = 8;
+/// Most contents one device may announce in one list.
+pub(crate) const MAX_ANNOUNCED: usize = 100_000;
+
+/// Why a device id or content id was refused; the text says what was expected.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum IdError {
+    #[error("expected a device id of 1..=64 characters from [A-Za-z0-9._-], got {0:?}")]
+    DeviceId(String),
+    #[error("expected a content id of 64 hex characters, got {0:?}")]
+    ContentId(String),
+    #[error("expected an Ed25519 public key of 64 hex characters, got {0:?}")]
+    PublicKey(String),
+}
+
+/// Checks a device id: 1..=64 characters of `[A-Za-z0-9._-]`.
+pub(crate) fn check_device_id(id: &str) -> Result<(), IdError> {
+    let valid = !id.is_empty()
+        && id.len() <= MAX_DEVICE_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(IdError::DeviceId(shorten(id)))
+    }
+}
+
+/// Parses a content id written as 64 hex characters (either case; always written lowercase).
+pub(crate) fn parse_content_id(text: &str) -> Result<ContentId, IdError> {
+    parse_hex32(text)
+        .map(ContentId)
+        .ok_or_else(|| IdError::ContentId(shorten(text)))
+}
+
+/// Parses an Ed25519 public key written as 64 hex characters.
+pub(crate) fn parse_public_key(text: &str) -> Result<[u8; 32], IdError> {
+    parse_hex32(text).ok_or_else(|| IdError::PublicKey(shorten(text)))
+}
+
+fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+    let mut bytes = [0u8; CONTENT_ID_LEN];
+    (text.len() == 2 * CONTENT_ID_LEN && hex::decode_to_slice(text, &mut bytes).is_ok()).then_some(bytes)
+}
+
+/// The content id as the API writes it: 64 lowercase hex characters.
+pub(crate) fn content_hex(id: &ContentId) -> String {
+    hex::encode(id.0)
+}
+
+/// Error texts quote what they were given, cut short so that a huge input cannot make a huge error.
+fn shorten(text: &str) -> String {
+    const KEEP: usize = 80;
+    match text.char_indices().nth(KEEP) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// What a device says about itself when it registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Registration {
+    pub id: String,
+    pub addr: SocketAddr,
+    pub origin: bool,
+    pub upload_capacity_bps: u64,
+    pub public_key: Option<[u8; 32]>,
+}
+
+/// A device's latest load report (`POST /v1/devices/{id}/heartbeat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Load {
+    pub sessions: u32,
+    pub upload_bps: u64,
+    pub healthy: bool,
+}
+
+impl Load {
+    /// The load of a device that has just registered and not yet reported.
+    pub const FRESH: Load = Load {
+        sessions: 0,
+        upload_bps: 0,
+        healthy: true,
+    };
+}
+
+/// A live device as lookups show it. Its lookup JSON is rendered on first use and kept: a
+/// device is read by many lookups between two of its heartbeats, so lookups only copy bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct Device {
+    pub registration: Registration,
+    pub load: Load,
+    json: OnceLock<Box<str>>,
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Device) -> bool {
+        self.registration == other.registration && self.load == other.load
+    }
+}
+
+impl Eq for Device {}
+
+/// A device's entry in a lookup's `servers` or `origins` (docs/tracker.md).
+#[derive(Serialize)]
+struct DeviceJson<'a> {
+    id: &'a str,
+    addr: SocketAddr,
+    origin: bool,
+    upload_capacity_bps: u64,
+    upload_bps: u64,
+    free_upload_bps: u64,
+    sessions: u32,
+    healthy: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_key: Option<String>,
+}
+
+impl Device {
+    pub fn new(registration: Registration, load: Load) -> Device {
+        Device {
+            registration,
+            load,
+            json: OnceLock::new(),
+        }
+    }
+
+    /// The device as a JSON object of the lookup answer.
+    pub fn json(&self) -> &str {
+        self.json.get_or_init(|| {
+            let registration = &self.registration;
+            serde_json::to_string(&DeviceJson {
+                id: &registration.id,
+                addr: registration.addr,
+                origin: registration.origin,
+                upload_capacity_bps: registration.upload_capacity_bps,
+                upload_bps: self.load.upload_bps,
+                free_upload_bps: self.free_upload_bps(),
+                sessions: self.load.sessions,
+                healthy: self.load.healthy,
+                public_key: registration.public_key.map(hex::encode),
+            })
+            .expect("a device serialises to JSON")
+            .into_boxed_str()
+        })
+    }
+
+    /// Upload capacity not in use: capacity − upload rate, saturating at zero.
+    pub fn free_upload_bps(&self) -> u64 {
+        self.registration
+            .upload_capacity_bps
+            .saturating_sub(self.load.upload_bps)
+    }
+
+    /// Whether a lookup may list this device among the `servers` of a content it announced.
+    pub fn can_serve(&self) -> bool {
+        self.load.healthy && !self.registration.origin
+    }
+}
+
+/// The order of `servers` in a lookup: more free upload capacity first, then fewer sessions,
+/// then the id (so the order is total and the same on every tracker instance).
+pub(crate) fn server_order(a: &Device, b: &Device) -> Ordering {
+    b.free_upload_bps()
+        .cmp(&a.free_upload_bps())
+        .then(a.load.sessions.cmp(&b.load.sessions))
+        .then_with(|| a.registration.id.cmp(&b.registration.id))
+}
+
+/// The best `n` servers among `candidates`, in `server_order`. Selects before sorting so that a
+/// content held by thousands of devices costs O(k + n log n), not O(k log k).
+pub(crate) fn top_servers<'a>(candidates: impl IntoIterator<Item = &'a Arc<Device>>, n: usize) -> Vec<Arc<Device>> {
+    let mut refs: Vec<&Arc<Device>> = candidates.into_iter().collect();
+    if n == 0 {
+        return Vec::new();
+    }
+    if refs.len() > n {
+        refs.select_nth_unstable_by(n - 1, |a, b| server_order(a, b));
+        refs.truncate(n);
+    }
+    refs.sort_unstable_by(|a, b| server_order(a, b));
+    refs.into_iter().cloned().collect()
+}
+
+/// What a lookup found: the ranked servers and every live origin (ordered by id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lookup {
+    pub servers: Vec<Arc<Device>>,
+    pub origins: Vec<Arc<Device>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(id: &str, capacity: u64, upload: u64, sessions: u32) -> Arc<Device> {
+        let registration = Registration {
+            id: id.into(),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            origin: false,
+            upload_capacity_bps: capacity,
+            public_key: None,
+        };
+        let load = Load {
+            sessions,
+            upload_bps: upload,
+            healthy: true,
+        };
+        Arc::new(Device::new(registration, load))
+    }
+
+    #[test]
+    fn device_ids() {
+        for good in ["a", "edge-1", "A.b_c-9", &"x".repeat(64)] {
+            assert_eq!(check_device_id(good), Ok(()), "{good}");
+        }
+        for bad in ["", "a b", "é", "a/b", &"x".repeat(65), "a\0"] {
+            assert!(check_device_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn content_ids_round_trip_and_refuse_bad_text() {
+        let id = ContentId([0xab; 32]);
+        assert_eq!(parse_content_id(&content_hex(&id)), Ok(id));
+        assert_eq!(parse_content_id(&content_hex(&id).to_uppercase()), Ok(id));
+        assert!(parse_content_id(&"a".repeat(63)).is_err());
+        assert!(parse_content_id(&"g".repeat(64)).is_err());
+        assert!(parse_content_id(&"é".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn long_inputs_are_cut_in_error_texts() {
+        let message = check_device_id(&"é".repeat(1000)).unwrap_err().to_string();
+        assert!(message.len() < 300, "{message}");
+        assert!(message.ends_with("...\""), "{message}");
+    }
+
+    #[test]
+    fn ranking_by_free_capacity_then_sessions_then_id() {
+        let devices = [
+            device("busy", 10_000, 9_000, 0), // free 1000
+            device("b", 5_000, 0, 2),         // free 5000, 2 sessions
+            device("a", 5_000, 0, 2),         // free 5000, 2 sessions, id a < b
+            device("idle", 5_000, 0, 1),      // free 5000, 1 session
+            device("over", 1_000, 7_000, 0),  // free 0 (saturating)
+            device("big", 20_000, 1_000, 9),  // free 19000
+        ];
+        let ids = |list: Vec<Arc<Device>>| list.iter().map(|d| d.registration.id.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(top_servers(&devices, 64)),
+            ["big", "idle", "a", "b", "busy", "over"]
+        );
+        assert_eq!(ids(top_servers(&devices, 3)), ["big", "idle", "a"]);
+        assert_eq!(ids(top_servers(&devices, 1)), ["big"]);
+        assert!(top_servers(&devices, 0).is_empty());
+    }
+
+    #[test]
+    fn lookup_json_of_a_device() {
+        let mut registration = device("edge-1", 4_000_000, 0, 0).registration.clone();
+        registration.public_key = Some([0xab; 32]);
+        let load = Load {
+            sessions: 3,
+            upload_bps: 1_200_000,
+            healthy: true,
+        };
+        let json: serde_json::Value = serde_json::from_str(Device::new(registration, load).json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"id": "edge-1", "addr": "127.0.0.1:1", "origin": false,
+                "upload_capacity_bps": 4_000_000, "upload_bps": 1_200_000, "free_upload_bps": 2_800_000,
+                "sessions": 3, "healthy": true, "public_key": "ab".repeat(32)})
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! The OpenAPI 3.0 description of the API (`GET /openapi.json`), written by hand as JSON.
+
+use serde_json::{Value, json};
+use std::sync::OnceLock;
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    })
+}
+
+fn json_response(description: &str, schema: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}
+    })
+}
+
+fn json_body(schema: &str) -> Value {
+    json!({
+        "required": true,
+        "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}
+    })
+}
+
+fn parameter(name: &str) -> Value {
+    json!({"$ref": format!("#/components/parameters/{name}")})
+}
+
+/// The document as a JSON value.
+pub(crate) fn document() -> Value {
+    let bad_request = error_response("bad input: the message names the field and what was expected");
+    let unauthorized = error_response("missing or wrong `Authorization: Bearer <secret>`");
+    let unknown_device = error_response("unknown_device: the device expired or never registered");
+    let unavailable = error_response("store_unavailable: the tracker cannot reach its store");
+    let auth = json!([{"bearerSecret": []}]);
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "pcdn tracker",
+            "version": "1",
+            "description": "The pcdn control plane: devices register and announce what they hold; clients look up \
+                which devices to download a content from. Errors are always `{\"error\": code, \"message\": text}`."
+        },
+        "paths": {
+            "/v1/devices": {
+                "post": {
+                    "operationId": "registerDevice",
+                    "summary": "Register a device (replaces any device with the same id, and its announced set)",
+                    "security": auth,
+                    "requestBody": json_body("Registration"),
+                    "responses": {
+                        "200": json_response("registered", "Registered"),
+                        "400": bad_request,
+                        "401": unauthorized,
+                        "413": error_response("body_too_large"),
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/devices/{id}/heartbeat": {
+                "post": {
+                    "operationId": "heartbeat",
+                    "summary": "Report load and stay live for another ttl",
+                    "security": auth,
+                    "parameters": [parameter("DeviceId")],
+                    "requestBody": json_body("Heartbeat"),
+                    "responses": {
+                        "200": json_response("still live", "HeartbeatAck"),
+                        "400": bad_request,
+                        "401": unauthorized,
+                        "404": unknown_device,
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/devices/{id}/contents": {
+                "put": {
+                    "operationId": "announceContents",
+                    "summary": "Replace the set of contents the device holds",
+                    "security": auth,
+                    "parameters": [parameter("DeviceId")],
+                    "requestBody": json_body("Contents"),
+                    "responses": {
+                        "200": json_response("announced", "Announced"),
+                        "400": bad_request,
+                        "401": unauthorized,
+                        "404": unknown_device,
+                        "413": error_response("body_too_large"),
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/devices/{id}": {
+                "delete": {
+                    "operationId": "removeDevice",
+                    "summary": "Remove a device (clean shutdown)",
+                    "security": auth,
+                    "parameters": [parameter("DeviceId")],
+                    "responses": {
+                        "204": {"description": "removed"},
+                        "400": bad_request,
+                        "401": unauthorized,
+                        "404": unknown_device,
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/contents/{cid}/manifest": {
+                "put": {
+                    "operationId": "putManifest",
+                    "summary": "Store a content's signed manifest; it must verify, match {cid} and be signed by a registered origin",
+                    "security": auth,
+                    "parameters": [parameter("ContentId")],
+                    "requestBody": {
+                        "required": true,
+                        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+                    },
+                    "responses": {
+                        "204": {"description": "stored"},
+                        "400": error_response("invalid_manifest or content_id_mismatch"),
+                        "401": unauthorized,
+                        "403": error_response("not_an_origin: the signer is not a registered origin's public_key"),
+                        "413": error_response("body_too_large"),
+                        "503": unavailable
+                    }
+                },
+                "get": {
+                    "operationId": "getManifest",
+                    "summary": "The content's signed manifest",
+                    "parameters": [parameter("ContentId")],
+                    "responses": {
+                        "200": {
+                            "description": "the signed manifest bytes",
+                            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+                        },
+                        "400": bad_request,
+                        "404": error_response("unknown_manifest: none was put"),
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/contents/{cid}/servers": {
+                "get": {
+                    "operationId": "lookupServers",
+                    "summary": "The best live devices holding the content, ranked by free upload capacity, and every live origin",
+                    "parameters": [parameter("ContentId"), parameter("N")],
+                    "responses": {
+                        "200": json_response("servers and origins", "Lookup"),
+                        "400": bad_request,
+                        "503": unavailable
+                    }
+                }
+            },
+            "/health": {
+                "get": {
+                    "operationId": "health",
+                    "summary": "Whether the tracker can reach its store",
+                    "responses": {
+                        "200": json_response("healthy", "Health"),
+                        "503": json_response("the store cannot be reached", "Health")
+                    }
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "operationId": "metrics",
+                    "summary": "Prometheus metrics (OpenMetrics text format)",
+                    "responses": {
+                        "200": {
+                            "description": "requests by route and status, lookup latency, live devices, registrations, expirations",
+                            "content": {"application/openmetrics-text": {"schema": {"type": "string"}}}
+                        }
+                    }
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document",
+                    "responses": {
+                        "200": {"description": "OpenAPI 3 document", "content": {"application/json": {"schema": {"type": "object"}}}}
+                    }
+                }
+            }
+        },
+        "components": {
+            "securitySchemes": {
+                "bearerSecret": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "the trimmed contents of the tracker's --secret-file"
+                }
+            },
+            "parameters": {
+                "DeviceId": {
+                    "name": "id", "in": "path", "required": true,
+                    "schema": {"$ref": "#/components/schemas/DeviceId"}
+                },
+                "ContentId": {
+                    "name": "cid", "in": "path", "required": true,
+                    "schema": {"$ref": "#/components/schemas/ContentId"}
+                },
+                "N": {
+                    "name": "n", "in": "query", "required": false,
+                    "description": "most servers to return",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 64, "default": 8}
+                }
+            },
+            "schemas": {
+                "DeviceId": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+                "ContentId": {
+                    "type": "string", "pattern": "^[0-9a-fA-F]{64}$",
+                    "description": "the 32-byte BLAKE3 content id in hex (written lowercase)"
+                },
+                "PublicKey": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$", "description": "Ed25519 public key in hex"},
+                "Error": {
+                    "type": "object", "required": ["error", "message"],
+                    "properties": {
+                        "error": {"type": "string", "description": "snake_case code"},
+                        "message": {"type": "string", "description": "names the field and what was expected"}
+                    }
+                },
+                "Registration": {
+                    "type": "object", "required": ["id", "addr", "upload_capacity_bps"],
+                    "properties": {
+                        "id": {"$ref": "#/components/schemas/DeviceId"},
+                        "addr": {"type": "string", "description": "UDP IP:port clients reach the device at", "example": "127.0.0.1:7801"},
+                        "origin": {"type": "boolean", "default": false},
+                        "upload_capacity_bps": {"type": "integer", "format": "int64", "minimum": 0, "description": "bits per second"},
+                        "public_key": {"$ref": "#/components/schemas/PublicKey"}
+                    }
+                },
+                "Registered": {
+                    "type": "object", "required": ["ttl_secs", "heartbeat_secs"],
+                    "properties": {
+                        "ttl_secs": {"type": "integer", "description": "the device expires this long after its last heartbeat"},
+                        "heartbeat_secs": {"type": "integer", "description": "send a heartbeat this often"}
+                    }
+                },
+                "Heartbeat": {
+                    "type": "object", "required": ["sessions", "upload_bps", "healthy"],
+                    "properties": {
+                        "sessions": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64},
+                        "upload_bps": {"type": "integer", "format": "int64", "minimum": 0, "description": "current upload, bits per second"},
+                        "healthy": {"type": "boolean"}
+                    }
+                },
+                "HeartbeatAck": {
+                    "type": "object", "required": ["ttl_secs"],
+                    "properties": {"ttl_secs": {"type": "integer"}}
+                },
+                "Contents": {
+                    "type": "object", "required": ["contents"],
+                    "properties": {
+                        "contents": {"type": "array", "maxItems": 100000, "items": {"$ref": "#/components/schemas/ContentId"}}
+                    }
+                },
+                "Announced": {
+                    "type": "object", "required": ["announced"],
+                    "properties": {"announced": {"type": "integer", "description": "distinct content ids now announced"}}
+                },
+                "Server": {
+                    "type": "object",
+                    "required": ["id", "addr", "origin", "upload_capacity_bps", "upload_bps", "free_upload_bps", "sessions", "healthy"],
+                    "properties": {
+                        "id": {"$ref": "#/components/schemas/DeviceId"},
+                        "addr": {"type": "string"},
+                        "origin": {"type": "boolean"},
+                        "upload_capacity_bps": {"type": "integer", "format": "int64"},
+                        "upload_bps": {"type": "integer", "format": "int64"},
+                        "free_upload_bps": {"type": "integer", "format": "int64", "description": "capacity - upload_bps, saturating"},
+                        "sessions": {"type": "integer"},
+                        "healthy": {"type": "boolean"},
+                        "public_key": {"$ref": "#/components/schemas/PublicKey"}
+                    }
+                },
+                "Lookup": {
+                    "type": "object", "required": ["content", "servers", "origins"],
+                    "properties": {
+                        "content": {"$ref": "#/components/schemas/ContentId"},
+                        "servers": {
+                            "type": "array", "items": {"$ref": "#/components/schemas/Server"},
+                            "description": "live, healthy, non-origin holders by free upload capacity (desc), then fewer sessions, then id"
+                        },
+                        "origins": {"type": "array", "items": {"$ref": "#/components/schemas/Server"}, "description": "every live origin"}
+                    }
+                },
+                "Health": {
+                    "type": "object", "required": ["status", "store"],
+                    "properties": {
+                        "status": {"type": "string", "enum": ["ok", "unavailable"]},
+                        "store": {"type": "string", "enum": ["sqlite", "redis"]},
+                        "devices": {"type": "integer", "description": "live devices"},
+                        "message": {"type": "string"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The document's text, built once.
+pub(crate) fn document_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| document().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::routes;
+    use crate::store::sqlite::SqliteStore;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn documents_exactly_the_routes_the_router_serves() {
+        let document = document();
+        let documented: BTreeSet<(String, String)> = document["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(move |method| (path.clone(), method.to_uppercase()))
+            })
+            .collect();
+        let served: BTreeSet<(String, String)> = routes::<SqliteStore>()
+            .iter()
+            .map(|route| (route.path.to_owned(), route.method.to_string()))
+            .collect();
+        assert_eq!(documented, served);
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        fn refs(value: &Value, found: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::String(target)) = map.get("$ref") {
+                        found.push(target.clone());
+                    }
+                    map.values().for_each(|v| refs(v, found));
+                }
+                Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+                _ => {}
+            }
+        }
+        let document = document();
+        let mut found = Vec::new();
+        refs(&document, &mut found);
+        assert!(!found.is_empty());
+        for target in found {
+            let pointer = target.strip_prefix('#').expect("local reference");
+            assert!(document.pointer(pointer).is_some(), "{target} does not resolve");
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The registry's storage behind one async trait: SQLite (the default, one tracker instance) or
+//! Redis (several tracker instances acting as one registry).
+
+pub(crate) mod redis;
+pub(crate) mod sqlite;
+
+use crate::model::{Load, Lookup, Registration};
+use bytes::Bytes;
+use pcdn_core::wire::ContentId;
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Wall-clock time in milliseconds since the Unix epoch. Expiry is kept in wall-clock time
+/// because it must survive a restart (SQLite) and be shared by several processes (Redis).
+pub(crate) fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `ttl` in whole milliseconds, at least 1.
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The store failed (unreachable, I/O error, corrupt data): the request cannot be answered now.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    #[error("store data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+/// The registry operations the HTTP API needs. Every method takes the current wall-clock time
+/// (`unix_millis`) so that expiry is decided in one place per request and tests can reason
+/// about it. A device is live while `now_ms < last heard from + ttl`.
+pub(crate) trait Store: Send + Sync + 'static {
+    /// "sqlite" or "redis", as `/health` reports it.
+    fn kind(&self) -> &'static str;
+
+    /// Registers a device, replacing any device with the same id (its announced set included).
+    fn register(&self, registration: Registration, now_ms: u64) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Records a load report and keeps the device live; false if the device is not live.
+    fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Replaces the device's announced set; `None` if the device is not live.
+    fn announce(
+        &self,
+        id: &str,
+        contents: Vec<ContentId>,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Option<usize>, StoreError>> + Send;
+
+    /// Removes a device; false if it was not live.
+    fn remove(&self, id: &str, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Whether `key` is the public key of a live origin device.
+    fn is_origin_key(&self, key: &[u8; 32], now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Stores a verified signed manifest, replacing any earlier one for the same content.
+    fn put_manifest(&self, content: ContentId, bytes: Bytes) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The signed manifest of a content, if one was put.
+    fn get_manifest(&self, content: ContentId) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send;
+
+    /// The best `n` live, healthy, non-origin devices that announced `content` (ranked by
+    /// `model::server_order`) and every live origin.
+    fn lookup(
+        &self,
+        content: ContentId,
+        n: usize,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Lookup, StoreError>> + Send;
+
+    /// The number of live devices.
+    fn live_devices(&self, now_ms: u64) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes the devices whose ttl ran out; returns how many this call deleted (each expired
+    /// device is counted once, even with several tracker instances sweeping one Redis).
+    fn sweep(&self, now_ms: u64) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}

@@ -1,0 +1,528 @@
+//! The SQLite store: the registry persisted in one database file (WAL), with an in-memory read
+//! model that answers lookups without touching SQLite.
+//!
+//! One tracker process owns the file. Every write goes to SQLite first and then, under the same
+//! writer lock, to the in-memory model, so the model always equals the database; at start the
+//! model is loaded from the database, so devices and manifests survive a restart. Lookups read
+//! only the model (a read lock and a few hash look-ups), which is what lets one tracker answer
+//! tens of thousands of lookups per second on two cores.
+
+use super::{Store, StoreError, ttl_millis};
+use crate::model::{Device, Load, Lookup, Registration, top_servers};
+use bytes::Bytes;
+use pcdn_core::wire::ContentId;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS devices (
+    id TEXT PRIMARY KEY NOT NULL,
+    addr TEXT NOT NULL,
+    origin INTEGER NOT NULL,
+    upload_capacity_bps INTEGER NOT NULL,
+    public_key BLOB,
+    sessions INTEGER NOT NULL,
+    upload_bps INTEGER NOT NULL,
+    healthy INTEGER NOT NULL,
+    last_seen_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS device_contents (
+    device_id TEXT NOT NULL,
+    content BLOB NOT NULL,
+    PRIMARY KEY (device_id, content)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS manifests (
+    content BLOB PRIMARY KEY NOT NULL,
+    bytes BLOB NOT NULL
+);
+";
+
+/// A device in the read model, with when it was last heard from and what it announced.
+#[derive(Debug)]
+struct Entry {
+    device: Arc<Device>,
+    last_seen_ms: u64,
+    contents: HashSet<ContentId>,
+}
+
+/// The in-memory read model: every device not yet swept, the content → devices index and the
+/// origins. Expired devices may linger until the next sweep; readers check `last_seen_ms`.
+#[derive(Debug, Default)]
+struct Registry {
+    devices: HashMap<String, Entry>,
+    holders: HashMap<ContentId, HashSet<String>>,
+    origins: BTreeSet<String>,
+}
+
+impl Registry {
+    fn live_entry(&self, id: &str, now_ms: u64, ttl_ms: u64) -> Option<&Entry> {
+        self.devices
+            .get(id)
+            .filter(|entry| is_live(entry.last_seen_ms, now_ms, ttl_ms))
+    }
+
+    fn insert(&mut self, entry: Entry) {
+        let id = entry.device.registration.id.clone();
+        self.remove(&id);
+        for content in &entry.contents {
+            self.holders.entry(*content).or_default().insert(id.clone());
+        }
+        if entry.device.registration.origin {
+            self.origins.insert(id.clone());
+        }
+        self.devices.insert(id, entry);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Entry> {
+        let entry = self.devices.remove(id)?;
+        self.unindex_contents(id, &entry.contents);
+        self.origins.remove(id);
+        Some(entry)
+    }
+
+    fn unindex_contents(&mut self, id: &str, contents: &HashSet<ContentId>) {
+        for content in contents {
+            if let Some(holders) = self.holders.get_mut(content) {
+                holders.remove(id);
+                if holders.is_empty() {
+                    self.holders.remove(content);
+                }
+            }
+        }
+    }
+
+    fn set_contents(&mut self, id: &str, contents: HashSet<ContentId>) {
+        let Some(entry) = self.devices.get_mut(id) else { return };
+        let old = std::mem::replace(&mut entry.contents, contents);
+        self.unindex_contents(id, &old);
+        let entry = &self.devices[id];
+        for content in &entry.contents {
+            self.holders.entry(*content).or_default().insert(id.to_owned());
+        }
+    }
+}
+
+fn is_live(last_seen_ms: u64, now_ms: u64, ttl_ms: u64) -> bool {
+    now_ms < last_seen_ms.saturating_add(ttl_ms)
+}
+
+/// The database connections and the read model, shared with blocking tasks.
+struct Inner {
+    /// The one connection that writes; holding its lock serialises every change to the database
+    /// and the read model, so both change in the same order.
+    writer: Mutex<Connection>,
+    /// A second connection for manifest reads, so that they do not wait for writes (WAL lets
+    /// readers and the writer proceed together). `None` for an in-memory database, where a
+    /// second connection would open a different, empty database.
+    reader: Option<Mutex<Connection>>,
+    registry: RwLock<Registry>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock happens only between a committed write and its mirror in
+    // the model; the model is still usable, so the tracker keeps serving.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Inner {
+    fn read_registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_registry(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The SQLite store (`sqlite:/path` or `sqlite::memory:`).
+pub(crate) struct SqliteStore {
+    inner: Arc<Inner>,
+    ttl_ms: u64,
+}
+
+fn configure(connection: &Connection) -> Result<(), rusqlite::Error> {
+    connection.busy_timeout(Duration::from_secs(5))?;
+    // WAL: readers never block the writer and a commit costs one append, not a rewrite.
+    let _mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    // NORMAL is durable against a process crash in WAL mode; an OS crash may lose the last
+    // heartbeats, which devices resend within one heartbeat interval anyway.
+    connection.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(())
+}
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, or an in-memory one for `None`, and
+    /// loads the read model. Devices whose ttl ran out while the tracker was down are loaded
+    /// too: reads see them as expired, and the first sweep deletes and counts them.
+    pub(crate) fn open(path: Option<&Path>, ttl: Duration) -> Result<SqliteStore, StoreError> {
+        let ttl_ms = ttl_millis(ttl);
+        let writer = match path {
+            Some(path) => Connection::open(path)?,
+            None => Connection::open_in_memory()?,
+        };
+        configure(&writer)?;
+        writer.execute_batch(SCHEMA)?;
+        let registry = load_registry(&writer)?;
+        let reader = match path {
+            Some(path) => {
+                let reader = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+                reader.busy_timeout(Duration::from_secs(5))?;
+                Some(Mutex::new(reader))
+            }
+            None => None,
+        };
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                reader,
+                registry: RwLock::new(registry),
+            }),
+            ttl_ms,
+        })
+    }
+
+    /// Runs `work` on tokio's blocking pool: SQLite calls block on disk I/O.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || work(&inner))
+            .await
+            .map_err(|join| StoreError::Task(join.to_string()))?
+    }
+}
+
+fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
+    let mut registry = Registry::default();
+    let mut devices = connection.prepare(
+        "SELECT id, addr, origin, upload_capacity_bps, public_key, sessions, upload_bps, healthy, last_seen_ms
+         FROM devices",
+    )?;
+    let mut rows = devices.query([])?;
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let addr: String = row.get(1)?;
+        let public_key: Option<Vec<u8>> = row.get(4)?;
+        let registration = Registration {
+            addr: addr
+                .parse()
+                .map_err(|_| corrupt(format!("device {id:?} has address {addr:?}")))?,
+            origin: row.get(2)?,
+            upload_capacity_bps: row.get::<_, i64>(3)? as u64,
+            public_key: public_key
+                .map(|key| key.try_into())
+                .transpose()
+                .map_err(|_| corrupt(format!("device {id:?} has a public key that is not 32 bytes")))?,
+            id,
+        };
+        let load = Load {
+            sessions: row.get(5)?,
+            upload_bps: row.get::<_, i64>(6)? as u64,
+            healthy: row.get(7)?,
+        };
+        registry.insert(Entry {
+            device: Arc::new(Device::new(registration, load)),
+            last_seen_ms: row.get::<_, i64>(8)? as u64,
+            contents: HashSet::new(),
+        });
+    }
+    let mut contents = connection.prepare("SELECT device_id, content FROM device_contents")?;
+    let mut rows = contents.query([])?;
+    let mut announced: HashMap<String, HashSet<ContentId>> = HashMap::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let content: Vec<u8> = row.get(1)?;
+        let content = ContentId(
+            content
+                .try_into()
+                .map_err(|_| corrupt(format!("device {id:?} announced a content id that is not 32 bytes")))?,
+        );
+        announced.entry(id).or_default().insert(content);
+    }
+    for (id, contents) in announced {
+        registry.set_contents(&id, contents);
+    }
+    Ok(registry)
+}
+
+// Integers are stored as SQLite's signed 64-bit INTEGER; u64 values above i64::MAX round-trip
+// through the bit-preserving `as` casts.
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn register(&self, registration: Registration, now_ms: u64) -> Result<(), StoreError> {
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            let transaction = writer.transaction()?;
+            transaction
+                .prepare_cached("DELETE FROM device_contents WHERE device_id = ?1")?
+                .execute([&registration.id])?;
+            transaction
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO devices
+                     (id, addr, origin, upload_capacity_bps, public_key, sessions, upload_bps, healthy, last_seen_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    registration.id,
+                    registration.addr.to_string(),
+                    registration.origin,
+                    registration.upload_capacity_bps as i64,
+                    registration.public_key.as_ref().map(|key| &key[..]),
+                    Load::FRESH.sessions,
+                    Load::FRESH.upload_bps as i64,
+                    Load::FRESH.healthy,
+                    now_ms as i64,
+                ])?;
+            transaction.commit()?;
+            inner.write_registry().insert(Entry {
+                device: Arc::new(Device::new(registration, Load::FRESH)),
+                last_seen_ms: now_ms,
+                contents: HashSet::new(),
+            });
+            Ok(())
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> Result<bool, StoreError> {
+        let ttl_ms = self.ttl_ms;
+        let id = id.to_owned();
+        self.blocking(move |inner| {
+            let writer = lock(&inner.writer);
+            if inner.read_registry().live_entry(&id, now_ms, ttl_ms).is_none() {
+                return Ok(false);
+            }
+            writer
+                .prepare_cached(
+                    "UPDATE devices SET sessions = ?1, upload_bps = ?2, healthy = ?3, last_seen_ms = ?4 WHERE id = ?5",
+                )?
+                .execute(params![
+                    load.sessions,
+                    load.upload_bps as i64,
+                    load.healthy,
+                    now_ms as i64,
+                    id
+                ])?;
+            let mut registry = inner.write_registry();
+            if let Some(entry) = registry.devices.get_mut(&id) {
+                entry.device = Arc::new(Device::new(entry.device.registration.clone(), load));
+                entry.last_seen_ms = now_ms;
+            }
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn announce(&self, id: &str, contents: Vec<ContentId>, now_ms: u64) -> Result<Option<usize>, StoreError> {
+        let ttl_ms = self.ttl_ms;
+        let id = id.to_owned();
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            if inner.read_registry().live_entry(&id, now_ms, ttl_ms).is_none() {
+                return Ok(None);
+            }
+            let contents: HashSet<ContentId> = contents.into_iter().collect();
+            let transaction = writer.transaction()?;
+            transaction
+                .prepare_cached("DELETE FROM device_contents WHERE device_id = ?1")?
+                .execute([&id])?;
+            {
+                let mut insert =
+                    transaction.prepare_cached("INSERT INTO device_contents (device_id, content) VALUES (?1, ?2)")?;
+                for content in &contents {
+                    insert.execute(params![id, &content.0[..]])?;
+                }
+            }
+            transaction.commit()?;
+            let count = contents.len();
+            inner.write_registry().set_contents(&id, contents);
+            Ok(Some(count))
+        })
+        .await
+    }
+
+    async fn remove(&self, id: &str, now_ms: u64) -> Result<bool, StoreError> {
+        let ttl_ms = self.ttl_ms;
+        let id = id.to_owned();
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            if inner.read_registry().live_entry(&id, now_ms, ttl_ms).is_none() {
+                return Ok(false);
+            }
+            delete_devices(&mut writer, std::slice::from_ref(&id))?;
+            inner.write_registry().remove(&id);
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn is_origin_key(&self, key: &[u8; 32], now_ms: u64) -> Result<bool, StoreError> {
+        let registry = self.inner.read_registry();
+        Ok(registry.origins.iter().any(|id| {
+            registry
+                .live_entry(id, now_ms, self.ttl_ms)
+                .is_some_and(|entry| entry.device.registration.public_key.as_ref() == Some(key))
+        }))
+    }
+
+    async fn put_manifest(&self, content: ContentId, bytes: Bytes) -> Result<(), StoreError> {
+        self.blocking(move |inner| {
+            lock(&inner.writer)
+                .prepare_cached("INSERT OR REPLACE INTO manifests (content, bytes) VALUES (?1, ?2)")?
+                .execute(params![&content.0[..], &bytes[..]])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_manifest(&self, content: ContentId) -> Result<Option<Bytes>, StoreError> {
+        self.blocking(move |inner| {
+            let connection = lock(inner.reader.as_ref().unwrap_or(&inner.writer));
+            let bytes: Option<Vec<u8>> = connection
+                .prepare_cached("SELECT bytes FROM manifests WHERE content = ?1")?
+                .query_row([&content.0[..]], |row| row.get(0))
+                .optional()?;
+            Ok(bytes.map(Bytes::from))
+        })
+        .await
+    }
+
+    async fn lookup(&self, content: ContentId, n: usize, now_ms: u64) -> Result<Lookup, StoreError> {
+        let registry = self.inner.read_registry();
+        let live_device = |id: &String| registry.live_entry(id, now_ms, self.ttl_ms).map(|entry| &entry.device);
+        let servers = match registry.holders.get(&content) {
+            Some(holders) => top_servers(
+                holders
+                    .iter()
+                    .filter_map(live_device)
+                    .filter(|device| device.can_serve()),
+                n,
+            ),
+            None => Vec::new(),
+        };
+        let origins = registry.origins.iter().filter_map(live_device).cloned().collect();
+        Ok(Lookup { servers, origins })
+    }
+
+    async fn live_devices(&self, now_ms: u64) -> Result<u64, StoreError> {
+        let registry = self.inner.read_registry();
+        let live = registry
+            .devices
+            .values()
+            .filter(|entry| is_live(entry.last_seen_ms, now_ms, self.ttl_ms))
+            .count();
+        Ok(live as u64)
+    }
+
+    async fn sweep(&self, now_ms: u64) -> Result<u64, StoreError> {
+        let ttl_ms = self.ttl_ms;
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            let expired: Vec<String> = inner
+                .read_registry()
+                .devices
+                .iter()
+                .filter(|(_, entry)| !is_live(entry.last_seen_ms, now_ms, ttl_ms))
+                .map(|(id, _)| id.clone())
+                .collect();
+            if expired.is_empty() {
+                return Ok(0);
+            }
+            delete_devices(&mut writer, &expired)?;
+            let mut registry = inner.write_registry();
+            for id in &expired {
+                registry.remove(id);
+            }
+            Ok(expired.len() as u64)
+        })
+        .await
+    }
+}
+
+fn delete_devices(connection: &mut Connection, ids: &[String]) -> Result<(), StoreError> {
+    let transaction = connection.transaction()?;
+    {
+        let mut contents = transaction.prepare_cached("DELETE FROM device_contents WHERE device_id = ?1")?;
+        let mut devices = transaction.prepare_cached("DELETE FROM devices WHERE id = ?1")?;
+        for id in ids {
+            contents.execute([id])?;
+            devices.execute([id])?;
+        }
+    }
+    transaction.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    fn registration(id: &str, origin: bool) -> Registration {
+        Registration {
+            id: id.into(),
+            addr: "127.0.0.1:7801".parse().unwrap(),
+            origin,
+            upload_capacity_bps: 1_000,
+            public_key: origin.then_some([7; 32]),
+        }
+    }
+
+    fn ids(devices: &[Arc<Device>]) -> Vec<&str> {
+        devices.iter().map(|d| d.registration.id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn expiry_is_decided_by_timestamps_and_sweeping_deletes() {
+        let store = SqliteStore::open(None, TTL).unwrap();
+        let content = ContentId([1; 32]);
+        store.register(registration("edge", false), 1_000).await.unwrap();
+        store.register(registration("origin", true), 1_000).await.unwrap();
+        assert_eq!(
+            store.announce("edge", vec![content, content], 1_000).await.unwrap(),
+            Some(1)
+        );
+        let live_at = 1_000 + 29_999;
+        let found = store.lookup(content, 8, live_at).await.unwrap();
+        assert_eq!(
+            (ids(&found.servers), ids(&found.origins)),
+            (vec!["edge"], vec!["origin"])
+        );
+        assert!(store.is_origin_key(&[7; 32], live_at).await.unwrap());
+        assert!(!store.is_origin_key(&[8; 32], live_at).await.unwrap());
+
+        let expired_at = 1_000 + 30_000;
+        assert_eq!(store.lookup(content, 8, expired_at).await.unwrap(), Lookup::default());
+        assert!(!store.heartbeat("edge", Load::FRESH, expired_at).await.unwrap());
+        assert_eq!(store.announce("edge", vec![], expired_at).await.unwrap(), None);
+        assert!(!store.is_origin_key(&[7; 32], expired_at).await.unwrap());
+        assert_eq!(store.live_devices(expired_at).await.unwrap(), 0);
+        assert_eq!(store.sweep(expired_at).await.unwrap(), 2);
+        assert_eq!(store.sweep(expired_at).await.unwrap(), 0);
+        let registry = store.inner.read_registry();
+        assert!(registry.devices.is_empty() && registry.holders.is_empty() && registry.origins.is_empty());
+    }
+
+    #[tokio::test]
+    async fn re_registering_clears_the_announced_set() {
+        let store = SqliteStore::open(None, TTL).unwrap();
+        let content = ContentId([1; 32]);
+        store.register(registration("edge", false), 0).await.unwrap();
+        store.announce("edge", vec![content], 0).await.unwrap();
+        store.register(registration("edge", false), 1).await.unwrap();
+        assert!(store.lookup(content, 8, 1).await.unwrap().servers.is_empty());
+        assert!(store.inner.read_registry().holders.is_empty());
+    }
+}
