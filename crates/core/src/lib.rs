@@ -8,6 +8,7 @@ pub mod estimate;
 pub mod harness;
 pub mod manifest;
 pub mod path;
+pub mod player;
 pub mod scheduler;
 pub mod server;
 pub mod stats;

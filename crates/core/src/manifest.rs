@@ -183,14 +183,18 @@ impl Manifest {
             return false;
         };
         let range = self.block_range(block);
-        let mut hasher = blake3::Hasher::new();
-        let mut len = 0u64;
+        let len = (range.end - range.start) as usize;
+        // Gathered into one buffer first: BLAKE3 hashes a long input several 1 KiB chunks at a
+        // time with SIMD, but packet-sized updates one chunk at a time (about 3x slower).
+        let mut whole = Vec::with_capacity(len);
         for part in parts {
-            hasher.update(part);
-            len += part.len() as u64;
+            if whole.len() + part.len() > len {
+                return false;
+            }
+            whole.extend_from_slice(part);
         }
         // blake3::Hash compares in constant time.
-        len == range.end - range.start && hasher.finalize() == blake3::Hash::from_bytes(*expected)
+        whole.len() == len && blake3::hash(&whole) == blake3::Hash::from_bytes(*expected)
     }
 
     fn header(&self) -> [u8; HEADER_LEN] {
