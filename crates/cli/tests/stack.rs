@@ -394,4 +394,17 @@ fn the_tracker_restarted_mid_download_does_not_disturb_it() {
     }
     // The restarted tracker still knows every device (its SQLite store kept them).
     stack.wait_for_registry();
+    // SIGTERM: a server exits 0 and deregisters, so lookups stop naming it at once.
+    stack.servers[3].terminate();
+    let (status, body) = http_get(stack.tracker_addr, &format!("/v1/contents/{}/servers", stack.content)).unwrap();
+    assert_eq!(status, 200);
+    let lookup: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = lookup["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(!names.contains(&LINKS[3].name), "{names:?}");
 }
