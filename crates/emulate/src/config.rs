@@ -3,13 +3,12 @@
 //! `jitter = "5ms"` shorthands). Errors name the file, the line, the dotted key
 //! (`relay.1.down.rate`, relays counted from 0) and what was expected.
 
-use std::borrow::Cow;
-use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
+use pcdn_sim::scenario::desugar_knobs;
 use pcdn_sim::{Link, LinkConfig, LinkError, units};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
@@ -21,34 +20,9 @@ use crate::relay::{DEFAULT_IDLE_TIMEOUT, RelayConfig, default_up_link};
 /// Seed of a file without a `seed` key.
 const DEFAULT_SEED: u64 = 1;
 
-/// A links file that failed to load: `file[:line]: [key: ]message`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file as the user named it.
-    pub file: String,
-    /// 1-based line of the offending key or value, when known.
-    pub line: Option<usize>,
-    /// The dotted key (`relay.1.down.rate`), when there is one.
-    pub key: Option<String>,
-    /// What was expected and what was found.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        f.write_str(": ")?;
-        if let Some(key) = &self.key {
-            write!(f, "{key}: ")?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+/// A links file that failed to load: `file[:line]: [key: ]message`, the scenario files' error
+/// (links are written in scenario syntax).
+pub use pcdn_sim::scenario::ScenarioError as ConfigError;
 
 /// Reads a links file; trace files resolve relative to its folder. `seed` replaces the file's
 /// top-level `seed` (relays with a `seed` of their own keep it).
@@ -329,29 +303,6 @@ fn desugar(tree: &mut Tree<'_>) {
                     }
                 }
             }
-        }
-    }
-}
-
-/// Which values of a knob are its shorthand.
-type IsShorthand = fn(&DeValue<'_>) -> bool;
-
-fn desugar_knobs(t: &mut DeTable<'_>) {
-    let shorthands: [(&str, &str, IsShorthand); 2] = [
-        ("loss", "bernoulli", |v| {
-            matches!(v, DeValue::Float(_) | DeValue::Integer(_))
-        }),
-        ("jitter", "uniform", |v| matches!(v, DeValue::String(_))),
-    ];
-    for (key, inner, is_shorthand) in shorthands {
-        if let Some(value) = t.get_mut(key)
-            && is_shorthand(value.get_ref())
-        {
-            let span = value.span();
-            let short = std::mem::replace(value, Spanned::new(span.clone(), DeValue::Boolean(false)));
-            let mut wrapped = DeTable::new();
-            wrapped.insert(Spanned::new(span.clone(), Cow::Borrowed(inner)), short);
-            *value = Spanned::new(span, DeValue::Table(wrapped));
         }
     }
 }

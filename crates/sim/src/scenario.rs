@@ -26,11 +26,13 @@ use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
 pub use runner::{Row, default_threads};
 use tree::Tree;
+pub use tree::desugar_knobs;
 
 /// The default uplink's rate: "no rate limit" (100 Gbit/s, far above any scenario's link).
 pub const UNLIMITED_RATE_BPS: u64 = 100_000_000_000;
 
-/// A scenario that failed to load or run: `file[:line]: [key: ]message`.
+/// A scenario (or any file in scenario syntax, such as the emulator's links files) that failed
+/// to load or run: `file[:line]: [key: ]message`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScenarioError {
     /// The scenario file as the user named it (or `<default scenario>` for an embedded one).

@@ -208,7 +208,9 @@ fn desugar_link(link: &mut DeValue<'_>) {
 }
 
 /// `loss = <number>` → `{ bernoulli = <number> }`; `jitter = "<duration>"` → `{ uniform = ... }`.
-fn desugar_knobs(t: &mut DeTable<'_>) {
+/// Public so that other files written in link syntax (the emulator's links files) accept the
+/// same shorthands.
+pub fn desugar_knobs(t: &mut DeTable<'_>) {
     for (key, inner, applies) in [
         (
             "loss",
