@@ -173,28 +173,34 @@ impl Manifest {
     /// Whether `data` is exactly block `block`: the right length and BLAKE3(data) equal to the
     /// block's hash. False for a block past the end.
     pub fn verify_block(&self, block: u64, data: &[u8]) -> bool {
-        self.verify_block_parts(block, std::iter::once(data))
-    }
-
-    /// Like [`Manifest::verify_block`] for a block held in pieces (its packets, in order),
-    /// without copying them together.
-    pub fn verify_block_parts<'a>(&self, block: u64, parts: impl IntoIterator<Item = &'a [u8]>) -> bool {
         let Some(expected) = usize::try_from(block).ok().and_then(|b| self.block_hashes.get(b)) else {
             return false;
         };
         let range = self.block_range(block);
+        // blake3::Hash compares in constant time.
+        data.len() as u64 == range.end - range.start && blake3::hash(data) == blake3::Hash::from_bytes(*expected)
+    }
+
+    /// Like [`Manifest::verify_block`] for a block held in pieces (its packets, in order),
+    /// gathered into `scratch` first (cleared; pass the same buffer every time to reuse its
+    /// allocation): BLAKE3 hashes one long input several 1 KiB chunks at a time with SIMD, but
+    /// packet-sized updates one chunk at a time, about 3x slower.
+    pub fn verify_block_parts<'a>(
+        &self,
+        block: u64,
+        parts: impl IntoIterator<Item = &'a [u8]>,
+        scratch: &mut Vec<u8>,
+    ) -> bool {
+        let range = self.block_range(block);
         let len = (range.end - range.start) as usize;
-        // Gathered into one buffer first: BLAKE3 hashes a long input several 1 KiB chunks at a
-        // time with SIMD, but packet-sized updates one chunk at a time (about 3x slower).
-        let mut whole = Vec::with_capacity(len);
+        scratch.clear();
         for part in parts {
-            if whole.len() + part.len() > len {
+            if scratch.len() + part.len() > len {
                 return false;
             }
-            whole.extend_from_slice(part);
+            scratch.extend_from_slice(part);
         }
-        // blake3::Hash compares in constant time.
-        whole.len() == len && blake3::hash(&whole) == blake3::Hash::from_bytes(*expected)
+        self.verify_block(block, scratch)
     }
 
     fn header(&self) -> [u8; HEADER_LEN] {

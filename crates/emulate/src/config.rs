@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
-use pcdn_sim::scenario::desugar_knobs;
+use pcdn_sim::scenario::{SourceFile, desugar_knobs};
 use pcdn_sim::{Link, LinkConfig, LinkError, units};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
@@ -27,18 +27,8 @@ pub use pcdn_sim::scenario::ScenarioError as ConfigError;
 /// Reads a links file; trace files resolve relative to its folder. `seed` replaces the file's
 /// top-level `seed` (relays with a `seed` of their own keep it).
 pub fn load_config(path: &Path, seed: Option<u64>) -> Result<Vec<RelayConfig>, ConfigError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        file: file.clone(),
-        line: None,
-        key: None,
-        message: format!("cannot read the links file: {e}"),
-    })?;
-    let base_dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    parse_config(&text, &file, base_dir, seed)
+    let source = SourceFile::read(path, "the links file")?;
+    parse_config(&source.text, &source.name, source.base_dir, seed)
 }
 
 /// Parses links-file text. `file` names it in errors; trace files resolve relative to

@@ -61,6 +61,33 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// A file in scenario syntax (a scenario, the emulator's links file), read whole.
+pub struct SourceFile<'p> {
+    pub text: String,
+    /// The file as the user named it, for errors.
+    pub name: String,
+    /// The folder its trace files resolve from.
+    pub base_dir: &'p Path,
+}
+
+impl SourceFile<'_> {
+    /// Reads `path`; `what` names the file in the error ("the scenario").
+    pub fn read<'p>(path: &'p Path, what: &str) -> Result<SourceFile<'p>, ScenarioError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: name.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read {what}: {e}"),
+        })?;
+        let base_dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Ok(SourceFile { text, name, base_dir })
+    }
+}
+
 /// A loaded, validated scenario: one [`SweepPoint`] per sweep value (one point without a sweep).
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -104,18 +131,8 @@ pub struct Run<'a> {
 impl Scenario {
     /// Reads and validates a scenario file; trace files resolve relative to its folder.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            line: None,
-            key: None,
-            message: format!("cannot read the scenario: {e}"),
-        })?;
-        let base_dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        Scenario::parse(&text, &file, base_dir)
+        let source = SourceFile::read(path, "the scenario")?;
+        Scenario::parse(&source.text, &source.name, source.base_dir)
     }
 
     /// Parses and validates scenario text. `file` names it in messages and gives the default

@@ -126,6 +126,8 @@ pub(super) struct Verifier {
     strikes: Vec<u32>,
     /// Packets of failed blocks to fetch again from one path: (path id, sequence numbers).
     parole: Vec<(u32, VecDeque<u64>)>,
+    /// One block's bytes gathered for hashing, kept to save an allocation per block.
+    scratch: Vec<u8>,
 }
 
 impl Verifier {
@@ -140,6 +142,7 @@ impl Verifier {
             sources: VecDeque::new(),
             strikes: Vec::new(),
             parole: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -237,10 +240,13 @@ impl Download {
 
     /// Hashes the complete block `block` and acts on the result.
     fn check_block(&mut self, now: Instant, block: u64) {
-        let v = self.verify.as_ref().expect("verifying");
+        let v = self.verify.as_mut().expect("verifying");
         let manifest = v.manifest.clone();
+        let mut scratch = std::mem::take(&mut v.scratch);
         let seqs = manifest.block_seqs(block);
-        if manifest.verify_block_parts(block, seqs.map(|seq| self.payload(seq))) {
+        let good = manifest.verify_block_parts(block, seqs.map(|seq| self.payload(seq)), &mut scratch);
+        self.verify.as_mut().expect("verifying").scratch = scratch;
+        if good {
             self.block_verified(now, block);
         } else {
             self.block_failed(now, block);
