@@ -1,7 +1,9 @@
 //! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
 
+mod video;
+
 use anyhow::bail;
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand};
 use cpu_time::ProcessTime;
 use pcdn_core::harness::DirectPair;
 use pcdn_core::{DownloadConfig, cc, scheduler};
@@ -9,8 +11,20 @@ use pcdn_core::{DownloadConfig, cc, scheduler};
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// What to measure.
-    #[arg(value_enum)]
+    #[command(subcommand)]
     target: Target,
+}
+
+#[derive(Subcommand, Debug)]
+enum Target {
+    /// Client and server sessions exchanging packets in memory: delivered packets per CPU second.
+    Core(CoreArgs),
+    /// A real video delivered in the simulator: frames on time and PSNR per scheduler (needs ffmpeg).
+    Video(video::VideoArgs),
+}
+
+#[derive(Args, Debug)]
+struct CoreArgs {
     /// Number of servers (paths).
     #[arg(long, default_value_t = 4)]
     paths: usize,
@@ -32,19 +46,14 @@ pub struct BenchArgs {
     json: bool,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum Target {
-    /// Client and server sessions exchanging packets in memory: delivered packets per CPU second.
-    Core,
-}
-
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
-        Target::Core => core(&args),
+        Target::Core(args) => core(&args),
+        Target::Video(args) => video::run(args),
     }
 }
 
-fn core(args: &BenchArgs) -> anyhow::Result<()> {
+fn core(args: &CoreArgs) -> anyhow::Result<()> {
     let length = args.size;
     if args.paths == 0 {
         bail!("--paths must be at least 1");

@@ -514,7 +514,14 @@ impl World {
     }
 
     /// Runs until the download completes or the duration ends.
-    pub fn run(mut self) -> Result<Outcome, WorldError> {
+    pub fn run(self) -> Result<Outcome, WorldError> {
+        self.run_observing(|_, _| {})
+    }
+
+    /// [`run`](Self::run), calling `progress(now, in_order_bytes)` each time the bytes delivered
+    /// in order grow: the timeline a player model replays frame by frame.
+    pub fn run_observing(mut self, mut progress: impl FnMut(Instant, u64)) -> Result<Outcome, WorldError> {
+        let mut in_order = 0;
         loop {
             self.flush();
             if self.client.is_done() {
@@ -527,6 +534,11 @@ impl World {
                     self.now = self.now.max(t);
                     while let Some((route, packet)) = self.network.poll_delivered(self.now) {
                         self.deliver(route, packet.payload);
+                    }
+                    let delivered = self.client.stats().bytes_delivered;
+                    if delivered > in_order {
+                        in_order = delivered;
+                        progress(self.now, in_order);
                     }
                 }
                 None if node_event.is_some_and(|t| t <= self.deadline) => {
