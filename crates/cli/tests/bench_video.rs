@@ -8,7 +8,17 @@ fn bench_video(dir: &Path, extra: &[&str]) -> Vec<Value> {
     let out = Command::cargo_bin("pcdn")
         .expect("binary built")
         .current_dir(dir)
-        .args(["bench", "video", "--length", "4s", "--json", "--schedulers", "minrtt"])
+        .args([
+            "bench",
+            "video",
+            "--length",
+            "4s",
+            "--fps",
+            "30",
+            "--json",
+            "--schedulers",
+            "minrtt",
+        ])
         .args(extra)
         .output()
         .unwrap();

@@ -50,7 +50,7 @@ link = { rate = "4mbit", delay = "20ms", loss = 0.10 }
 #[derive(Args, Debug)]
 pub struct VideoArgs {
     /// An MP4 (H.264) to deliver. Without it, a test video is made with ffmpeg for each
-    /// `--bitrates` value (lavfi testsrc2 with noise, 640x360, 30 fps, one-second GOPs).
+    /// `--bitrates` value (lavfi testsrc2 with noise, 640x360, `--fps`, one-second GOPs).
     #[arg(long, value_name = "FILE")]
     video: Option<PathBuf>,
     /// Encoding rates of the generated videos, comma-separated.
@@ -59,6 +59,9 @@ pub struct VideoArgs {
     /// Length of the generated videos.
     #[arg(long, default_value = "20s", value_parser = pcdn_sim::parse_duration)]
     length: Duration,
+    /// Frame rate of the generated videos (MPRD's are 60 fps with one keyframe per second).
+    #[arg(long, default_value_t = 60)]
+    fps: u32,
     /// A scenario file whose world (its first sweep point) delivers the video; its content size
     /// is replaced by the video's. Default: MPRD Fig. 8's CDN + lossy edge.
     #[arg(long, value_name = "FILE")]
@@ -164,7 +167,7 @@ pub fn run(args: VideoArgs) -> anyhow::Result<()> {
         None => args
             .bitrates
             .iter()
-            .map(|&rate| make_test_video(&folder, rate, args.length))
+            .map(|&rate| make_test_video(&folder, rate, args.length, args.fps))
             .collect::<anyhow::Result<_>>()?,
     };
 
@@ -248,19 +251,21 @@ pub fn run(args: VideoArgs) -> anyhow::Result<()> {
 
 /// Encodes a test video at `rate_bps`: moving test pattern plus temporal noise (so the encoder
 /// cannot reach its rate with near-empty frames), one keyframe per second, no B-frames.
-fn make_test_video(folder: &Path, rate_bps: u64, length: Duration) -> anyhow::Result<PathBuf> {
-    let out = folder.join(format!("testsrc-{}kbit.mp4", rate_bps / 1000));
+fn make_test_video(folder: &Path, rate_bps: u64, length: Duration, fps: u32) -> anyhow::Result<PathBuf> {
+    ensure!(fps > 0, "--fps must be at least 1");
+    let out = folder.join(format!("testsrc-{}kbit-{fps}fps.mp4", rate_bps / 1000));
     let source = format!(
-        "testsrc2=size=640x360:rate=30:duration={},noise=alls=20:allf=t+u",
+        "testsrc2=size=640x360:rate={fps}:duration={},noise=alls=20:allf=t+u",
         length.as_secs_f64()
     );
     let rate = rate_bps.to_string();
     let buffer = (rate_bps * 2).to_string();
+    let gop = fps.to_string();
     let status = Command::new("ffmpeg")
         .args(["-v", "error", "-nostdin", "-y", "-f", "lavfi", "-i", &source])
         .args(["-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p"])
         .args(["-b:v", &rate, "-maxrate", &rate, "-bufsize", &buffer])
-        .args(["-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-bf", "0"])
+        .args(["-g", &gop, "-keyint_min", &gop, "-sc_threshold", "0", "-bf", "0"])
         .args(["-movflags", "+faststart"])
         .arg(&out)
         .status()
@@ -425,6 +430,7 @@ fn psnr_as_shown(video: &Video, on_time: &[bool]) -> anyhow::Result<Option<f64>>
             "-pix_fmt",
             "yuv420p",
         ])
+        // Frames are paired by index (setpts=N on one time base), so the raw stream's rate is moot.
         .args(["-s", &size, "-r", "30", "-i", "-", "-i"])
         .arg(&video.path)
         .args([
