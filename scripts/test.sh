@@ -17,13 +17,18 @@ for component in rustfmt clippy; do
 	fi
 done
 
-# The tracker's Redis tests run a real redis-server (crates/tracker/tests/redis_cluster.rs).
-if ! command -v redis-server >/dev/null 2>&1; then
-	step "installing redis-server"
+# Programs the tests run for real: redis-server (crates/tracker/tests/redis_cluster.rs), ffmpeg
+# and Chromium (crates/cli/tests/video.rs). Those tests fail, never skip, without them.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+{ command -v ffmpeg && command -v ffprobe; } >/dev/null 2>&1 || missing+=(ffmpeg)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ "${#missing[@]}" -gt 0 ]; then
+	step "installing ${missing[*]}"
 	sudo_if_needed=()
 	if [ "$(id -u)" -ne 0 ]; then sudo_if_needed=(sudo); fi
-	"${sudo_if_needed[@]}" apt-get update
-	"${sudo_if_needed[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
+	"${sudo_if_needed[@]}" apt-get update -qq
+	"${sudo_if_needed[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 step "cargo fmt --check"

@@ -18,7 +18,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Import a file into a content store; prints its content id as the last line.
+    /// Import a file (or with --video an MP4 or HLS folder) into a content store; prints its
+    /// content id as the last line.
     Add(pcdn_net::add::AddArgs),
     /// Measure the speed of pcdn's parts (no network: the core in memory).
     Bench(bench::BenchArgs),
@@ -31,6 +32,9 @@ enum Command {
     Fetch(pcdn_net::fetch::FetchArgs),
     /// List the schedulers and congestion controls pcdn knows.
     List,
+    /// Download a content and serve it while it arrives over a local HTTP gateway for video
+    /// players (ffplay, mpv, VLC, a browser); prints the URLs.
+    Play(pcdn_net::play::PlayArgs),
     /// Serve a content store over UDP as an edge device (or, with --origin, the CDN origin).
     Serve(pcdn_net::serve::ServerArgs),
     /// Run a scenario file in the deterministic network simulator and compare schedulers.
@@ -51,6 +55,7 @@ fn main() -> anyhow::Result<()> {
             sim::print_list();
             Ok(())
         }
+        Command::Play(args) => pcdn_net::play::run_play(args),
         Command::Serve(args) => pcdn_net::serve::run_serve(args),
         Command::Sim(args) => sim::run(args),
         Command::Tracker(args) => pcdn_tracker::run(args),

@@ -2,90 +2,15 @@
 //! command lines: `pcdn tracker`, `pcdn add`, `pcdn emulate --config`, `pcdn serve`,
 //! `pcdn fetch`. An origin and four edges sit behind emulated links, one of them at 10% loss.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+mod common;
+
+use std::io::Write;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
-/// Stacks run one at a time: each is eleven processes on a two-core machine.
-static ONE_STACK_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn pcdn() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("pcdn"))
-}
-
-/// A child process killed when the test ends, whatever happens.
-struct Proc {
-    name: String,
-    child: Child,
-}
-
-impl Proc {
-    fn spawn(name: &str, command: &mut Command) -> Proc {
-        let child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Proc {
-            name: name.to_owned(),
-            child,
-        }
-    }
-
-    /// SIGKILL: the process gets no chance to say goodbye (a crashed device).
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM and wait: a clean shutdown.
-    fn terminate(&mut self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status();
-        assert!(status.is_ok_and(|s| s.success()), "kill -TERM {}", self.name);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "{} exited with {status} after SIGTERM", self.name);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("{} did not stop within 10 s of SIGTERM", self.name);
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
-fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
-/// A plain HTTP/1.0 GET, enough to watch the tracker without an HTTP client dependency.
-fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    // Manifests are binary: only the head must be text.
-    let response = String::from_utf8_lossy(&raw);
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
-    Some((status, body))
-}
+use common::{Link, ONE_STACK_AT_A_TIME, http_get, pcdn, start_tracker};
 
 /// Deterministic, incompressible test data.
 fn sample(len: usize, seed: u8) -> Vec<u8> {
@@ -95,13 +20,6 @@ fn sample(len: usize, seed: u8) -> Vec<u8> {
         .finalize_xof()
         .fill(&mut out);
     out
-}
-
-/// One emulated server: its data-direction link as a links-file table.
-struct Link {
-    name: &'static str,
-    origin: bool,
-    down: &'static str,
 }
 
 /// An origin and four edges, one at 10% loss; about 65 Mbit/s of loss-adjusted capacity.
@@ -133,104 +51,41 @@ const LINKS: [Link; 5] = [
     },
 ];
 
+/// The shared stack holding one file of incompressible bytes.
 struct Stack {
-    dir: tempfile::TempDir,
-    tracker_addr: SocketAddr,
-    tracker: Proc,
-    /// Index i is LINKS[i]'s server.
-    servers: Vec<Proc>,
-    _emulator: Proc,
-    content: String,
+    stack: common::Stack,
     data: Vec<u8>,
+}
+
+impl Deref for Stack {
+    type Target = common::Stack;
+
+    fn deref(&self) -> &common::Stack {
+        &self.stack
+    }
+}
+
+impl DerefMut for Stack {
+    fn deref_mut(&mut self) -> &mut common::Stack {
+        &mut self.stack
+    }
 }
 
 impl Stack {
     fn start(size: usize) -> Stack {
         let dir = tempfile::tempdir().unwrap();
-        let secret = dir.path().join("SECRET");
-        std::fs::write(&secret, "stack-test-secret\n").unwrap();
-        let tracker_addr = free_tcp();
-        let tracker = start_tracker(dir.path(), tracker_addr);
-
         let data = sample(size, 7);
         let file = dir.path().join("sample.bin");
         std::fs::write(&file, &data).unwrap();
-
-        let mut links = String::from("seed = 3\n");
-        let mut servers = Vec::new();
-        let mut content = None;
-        let mut plan = Vec::new();
-        for link in &LINKS {
-            let store = dir.path().join(link.name);
-            let id = add(&file, &store);
-            assert!(
-                content.as_ref().is_none_or(|c| *c == id),
-                "one file, one id in every store"
-            );
-            content = Some(id);
-            let (listen, relay) = (free_udp(), free_udp());
-            links.push_str(&format!(
-                "[[relay]]\nlisten = \"{relay}\"\nto = \"{listen}\"\ndown = {}\n",
-                link.down
-            ));
-            plan.push((link, store, listen, relay));
-        }
-        let links_file = dir.path().join("links.toml");
-        std::fs::write(&links_file, links).unwrap();
-        let emulator = Proc::spawn("emulator", pcdn().arg("emulate").arg("--config").arg(&links_file));
-        for (link, store, listen, relay) in plan {
-            let mut command = pcdn();
-            command
-                .arg("serve")
-                .arg("--store")
-                .arg(&store)
-                .args(["--listen", &listen.to_string()])
-                .args(["--tracker", &format!("http://{tracker_addr}")])
-                .arg("--secret-file")
-                .arg(&secret)
-                .args(["--advertise", &relay.to_string()])
-                .args(["--id", link.name]);
-            if link.origin {
-                command.arg("--origin");
-            }
-            servers.push(Proc::spawn(link.name, &mut command));
-        }
-        let stack = Stack {
-            dir,
-            tracker_addr,
-            tracker,
-            servers,
-            _emulator: emulator,
-            content: content.unwrap(),
-            data,
-        };
-        stack.wait_for_registry();
-        stack
-    }
-
-    /// Until the tracker lists the four edges, the origin and the origin's manifest.
-    fn wait_for_registry(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let servers = http_get(self.tracker_addr, &format!("/v1/contents/{}/servers", self.content));
-            let manifest = http_get(self.tracker_addr, &format!("/v1/contents/{}/manifest", self.content));
-            if let (Some((200, body)), Some((200, _))) = (&servers, &manifest) {
-                let lookup: serde_json::Value = serde_json::from_str(body).unwrap();
-                if lookup["servers"].as_array().unwrap().len() == 4 && lookup["origins"].as_array().unwrap().len() == 1
-                {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "devices not registered after 60 s: servers {servers:?}, manifest {:?}",
-                manifest.map(|m| m.0)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let stack = common::Stack::start(dir, &LINKS, |store| common::add(&[file.as_os_str()], store));
+        Stack { stack, data }
     }
 
     fn fetch(&self, out: &Path, scheduler: &str) -> Child {
+        self.fetch_with(out, scheduler, &[])
+    }
+
+    fn fetch_with(&self, out: &Path, scheduler: &str, extra: &[&str]) -> Child {
         pcdn()
             .arg("fetch")
             .arg(&self.content)
@@ -238,6 +93,7 @@ impl Stack {
             .arg("-o")
             .arg(out)
             .args(["--scheduler", scheduler, "--json"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -276,39 +132,6 @@ impl Stack {
     }
 }
 
-fn start_tracker(dir: &Path, addr: SocketAddr) -> Proc {
-    let proc = Proc::spawn(
-        "tracker",
-        pcdn()
-            .arg("tracker")
-            .args(["--listen", &addr.to_string()])
-            .arg("--store")
-            .arg(format!("sqlite:{}", dir.join("t.db").display()))
-            .arg("--secret-file")
-            .arg(dir.join("SECRET")),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_get(addr, "/health").is_none_or(|(status, _)| status != 200) {
-        assert!(Instant::now() < deadline, "tracker on {addr} not healthy after 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    proc
-}
-
-/// `pcdn add FILE --store DIR`; the content id is the last line of stdout.
-fn add(file: &Path, store: &Path) -> String {
-    let output = pcdn().arg("add").arg(file).arg("--store").arg(store).output().unwrap();
-    assert!(
-        output.status.success(),
-        "pcdn add: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let id = stdout.lines().last().unwrap().trim().to_owned();
-    assert_eq!(id.len(), 64, "a content id is 64 hex digits: {stdout:?}");
-    id
-}
-
 #[test]
 fn twenty_megabytes_through_the_emulator_with_a_lossy_edge_arrive_byte_identical() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -333,10 +156,12 @@ fn twenty_megabytes_through_the_emulator_with_a_lossy_edge_arrive_byte_identical
 #[test]
 fn an_edge_killed_mid_download_does_not_stop_it() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut stack = Stack::start(20_000_000);
+    let mut stack = Stack::start(30_000_000);
     let out = stack.dir.path().join("out.bin");
-    let child = stack.fetch(&out, "default");
-    std::thread::sleep(Duration::from_millis(1200));
+    // Three timeouts in a row (about 1.5 s of silence) fail a server, so the dead edge is
+    // declared failed well before the other four finish.
+    let child = stack.fetch_with(&out, "default", &["--max-timeouts", "3"]);
+    std::thread::sleep(Duration::from_millis(1000));
     stack.servers[1].kill();
     let report = stack.finish(child, &out);
     let killed = Stack::path_report(&report, "edge-1");

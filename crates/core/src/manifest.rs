@@ -1,5 +1,6 @@
 //! A content's manifest: its length, packet and block sizes and the BLAKE3 hash of every block,
-//! optionally signed with Ed25519 by its publisher (format: docs/protocol.md section 10).
+//! optionally video metadata (bitrate, duration, container, HLS file table), optionally signed
+//! with Ed25519 by its publisher (format: docs/protocol.md section 10).
 //!
 //! The manifest lets a client check every block it downloads from untrusted servers before the
 //! block is delivered. Its content id is the BLAKE3 hash of its canonical body, so the same file
@@ -13,8 +14,17 @@ use std::ops::Range;
 pub const DEFAULT_PACKET_SIZE: u32 = 1024;
 /// Bytes per verified block unless the publisher chooses otherwise (64 packets of 1024 bytes).
 pub const DEFAULT_BLOCK_SIZE: u32 = 65536;
-/// First 8 bytes of every encoded manifest.
+/// First 8 bytes of an encoded manifest without video metadata (format version 1).
 pub const MAGIC: [u8; 8] = *b"PCDNMAN1";
+/// First 8 bytes of an encoded manifest with video metadata (format version 2: version 1's
+/// layout followed by the video section, docs/protocol.md section 10.2).
+pub const MAGIC_V2: [u8; 8] = *b"PCDNMAN2";
+/// Bytes of the video section before its file table: container, bitrate, duration, file count.
+pub const VIDEO_HEADER_LEN: usize = 1 + 8 + 8 + 4;
+/// Bytes of one file-table entry besides its name: name length, offset, length.
+pub const VIDEO_FILE_FIXED_LEN: usize = 2 + 8 + 8;
+/// Longest file name in an HLS file table, in bytes.
+pub const MAX_VIDEO_FILE_NAME: usize = 255;
 /// Bytes before the block hashes: magic, length, packet size, block size, hash count.
 pub const HEADER_LEN: usize = 8 + 8 + 4 + 4 + 8;
 /// Bytes of one block hash (BLAKE3).
@@ -34,7 +44,7 @@ pub enum ManifestError {
     BadBlockSize { block_size: u32, packet_size: u32 },
     #[error("manifest too short: {needed} bytes needed, {got} given")]
     Truncated { needed: u64, got: usize },
-    #[error("not a pcdn manifest: the first 8 bytes are not \"PCDNMAN1\"")]
+    #[error("not a pcdn manifest: the first 8 bytes are neither \"PCDNMAN1\" nor \"PCDNMAN2\"")]
     BadMagic,
     #[error("manifest lists {found} block hashes, but length {length} in blocks of {block_size} needs {expected}")]
     HashCount {
@@ -49,6 +59,232 @@ pub enum ManifestError {
     BadSignerKey,
     #[error("the Ed25519 signature does not match the manifest and signer key")]
     BadSignature,
+    #[error("video metadata: {0}")]
+    BadVideo(String),
+}
+
+/// How a video content is packaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Container {
+    /// One MP4 file (progressive download).
+    Mp4,
+    /// An HLS folder: a playlist and its segments, stored back to back as one content.
+    Hls,
+}
+
+impl Container {
+    fn code(self) -> u8 {
+        match self {
+            Container::Mp4 => 1,
+            Container::Hls => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Container> {
+        match code {
+            1 => Some(Container::Mp4),
+            2 => Some(Container::Hls),
+            _ => None,
+        }
+    }
+
+    /// "mp4" or "hls".
+    pub fn name(self) -> &'static str {
+        match self {
+            Container::Mp4 => "mp4",
+            Container::Hls => "hls",
+        }
+    }
+}
+
+/// One file of an HLS content: bytes `[offset, offset + length)` of the content.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VideoFile {
+    /// The file's name in its folder (no path separators), e.g. `index.m3u8`, `index0.ts`.
+    pub name: String,
+    pub offset: u64,
+    pub length: u64,
+}
+
+impl VideoFile {
+    /// The file's byte range in the content.
+    pub fn range(&self) -> Range<u64> {
+        self.offset..self.offset + self.length
+    }
+}
+
+/// What a player and a scheduler need to know about a video content: its average bitrate (of
+/// the content's bytes, so that byte `b` plays at `b·8/bitrate_bps` seconds), its duration, its
+/// container and, for HLS, the table of its files.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VideoInfo {
+    pub bitrate_bps: u64,
+    pub duration_ms: u64,
+    pub container: Container,
+    /// Empty for MP4; for HLS every file in content order, covering the content exactly.
+    pub files: Vec<VideoFile>,
+}
+
+impl VideoInfo {
+    /// Checks the metadata against a content of `length` bytes; the error names the field.
+    pub fn validate(&self, length: u64) -> Result<(), ManifestError> {
+        let bad = |message: String| Err(ManifestError::BadVideo(message));
+        if self.bitrate_bps == 0 {
+            return bad("bitrate_bps must be greater than zero".to_owned());
+        }
+        if self.duration_ms == 0 {
+            return bad("duration_ms must be greater than zero".to_owned());
+        }
+        match self.container {
+            Container::Mp4 if !self.files.is_empty() => {
+                return bad(format!(
+                    "an mp4 video has no file table, found {} files",
+                    self.files.len()
+                ));
+            }
+            Container::Mp4 => return Ok(()),
+            Container::Hls if self.files.is_empty() => return bad("an hls video needs a file table".to_owned()),
+            Container::Hls => {}
+        }
+        let mut expected_offset = 0u64;
+        let mut names = std::collections::HashSet::new();
+        for (index, file) in self.files.iter().enumerate() {
+            check_file_name(&file.name).or_else(|why| bad(format!("files[{index}].name {:?}: {why}", file.name)))?;
+            if !names.insert(file.name.as_str()) {
+                return bad(format!("files[{index}].name {:?} appears twice", file.name));
+            }
+            if file.offset != expected_offset {
+                return bad(format!(
+                    "files[{index}] ({}) starts at {}, expected {expected_offset} (files are back to back)",
+                    file.name, file.offset
+                ));
+            }
+            expected_offset = match file.offset.checked_add(file.length) {
+                Some(end) => end,
+                None => return bad(format!("files[{index}] ({}) ends past u64::MAX", file.name)),
+            };
+        }
+        if expected_offset != length {
+            return bad(format!(
+                "the files cover {expected_offset} bytes, but the content has {length}"
+            ));
+        }
+        if !self.files.iter().any(|f| f.name.ends_with(".m3u8")) {
+            return bad("an hls video needs a playlist (a file named *.m3u8)".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The file called `name` (HLS only).
+    pub fn file(&self, name: &str) -> Option<&VideoFile> {
+        self.files.iter().find(|f| f.name == name)
+    }
+
+    /// The HLS playlist: the first `*.m3u8` file of the table.
+    pub fn playlist(&self) -> Option<&VideoFile> {
+        self.files.iter().find(|f| f.name.ends_with(".m3u8"))
+    }
+
+    /// The video as the player model sees it ([`crate::player::VideoSpec::new`]'s defaults for
+    /// segments, GOP, start-up and resume).
+    pub fn spec(&self) -> crate::player::VideoSpec {
+        crate::player::VideoSpec::new(self.bitrate_bps, crate::time::Duration::from_millis(self.duration_ms))
+    }
+
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.push(self.container.code());
+        out.extend_from_slice(&self.bitrate_bps.to_be_bytes());
+        out.extend_from_slice(&self.duration_ms.to_be_bytes());
+        out.extend_from_slice(&(self.files.len() as u32).to_be_bytes());
+        for file in &self.files {
+            out.extend_from_slice(&(file.name.len() as u16).to_be_bytes());
+            out.extend_from_slice(file.name.as_bytes());
+            out.extend_from_slice(&file.offset.to_be_bytes());
+            out.extend_from_slice(&file.length.to_be_bytes());
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        VIDEO_HEADER_LEN
+            + self
+                .files
+                .iter()
+                .map(|f| VIDEO_FILE_FIXED_LEN + f.name.len())
+                .sum::<usize>()
+    }
+
+    /// Decodes a video section at the front of `bytes` (`at` is its offset in the manifest, for
+    /// errors); returns it and the bytes it took. Checked with `validate` by the caller.
+    fn decode(bytes: &[u8], at: usize) -> Result<(VideoInfo, usize), ManifestError> {
+        let truncated = |needed: usize| ManifestError::Truncated {
+            needed: (at + needed) as u64,
+            got: at + bytes.len(),
+        };
+        if bytes.len() < VIDEO_HEADER_LEN {
+            return Err(truncated(VIDEO_HEADER_LEN));
+        }
+        let be_u64 = |b: &[u8], i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let container = Container::from_code(bytes[0]).ok_or_else(|| {
+            ManifestError::BadVideo(format!(
+                "container code {} is unknown: expected 1 (mp4) or 2 (hls)",
+                bytes[0]
+            ))
+        })?;
+        let (bitrate_bps, duration_ms) = (be_u64(bytes, 1), be_u64(bytes, 9));
+        let count = u32::from_be_bytes(bytes[17..21].try_into().expect("4 bytes")) as usize;
+        // Checked before allocating: a forged count cannot reserve memory the input does not back.
+        if count.saturating_mul(VIDEO_FILE_FIXED_LEN) > bytes.len() - VIDEO_HEADER_LEN {
+            return Err(truncated(
+                VIDEO_HEADER_LEN.saturating_add(count.saturating_mul(VIDEO_FILE_FIXED_LEN)),
+            ));
+        }
+        let mut files = Vec::with_capacity(count);
+        let mut pos = VIDEO_HEADER_LEN;
+        for index in 0..count {
+            if bytes.len() < pos + 2 {
+                return Err(truncated(pos + 2));
+            }
+            let name_len = usize::from(u16::from_be_bytes([bytes[pos], bytes[pos + 1]]));
+            let end = pos + VIDEO_FILE_FIXED_LEN + name_len;
+            if bytes.len() < end {
+                return Err(truncated(end));
+            }
+            let name = std::str::from_utf8(&bytes[pos + 2..pos + 2 + name_len])
+                .map_err(|_| ManifestError::BadVideo(format!("files[{index}].name is not UTF-8")))?
+                .to_owned();
+            let fixed = pos + 2 + name_len;
+            files.push(VideoFile {
+                name,
+                offset: be_u64(bytes, fixed),
+                length: be_u64(bytes, fixed + 8),
+            });
+            pos = end;
+        }
+        Ok((
+            VideoInfo {
+                bitrate_bps,
+                duration_ms,
+                container,
+                files,
+            },
+            pos,
+        ))
+    }
+}
+
+/// A file-table name must be a plain file name a URL path segment can carry.
+fn check_file_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.len() > MAX_VIDEO_FILE_NAME {
+        return Err("expected 1 to 255 bytes");
+    }
+    if name == "." || name == ".." {
+        return Err("not a file name");
+    }
+    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
+        return Err("expected no path separators or control characters");
+    }
+    Ok(())
 }
 
 /// A content's length, packet size, block size and block hashes.
@@ -66,6 +302,8 @@ pub struct Manifest {
     pub block_size: u32,
     /// BLAKE3 of every block, in order; `block_count()` of them.
     pub block_hashes: Vec<[u8; 32]>,
+    /// Video metadata (format version 2); `None`: a plain content (version 1).
+    pub video: Option<VideoInfo>,
 }
 
 fn check_sizes(packet_size: u32, block_size: u32) -> Result<(), ManifestError> {
@@ -114,14 +352,28 @@ impl Manifest {
             packet_size,
             block_size,
             block_hashes,
+            video: None,
         };
         manifest.validate()?;
         Ok(manifest)
     }
 
-    /// Checks a manifest built by hand: sizes in range and one hash per block.
+    /// This manifest with video metadata, checked against its length.
+    pub fn with_video(self, video: VideoInfo) -> Result<Manifest, ManifestError> {
+        video.validate(self.length)?;
+        Ok(Manifest {
+            video: Some(video),
+            ..self
+        })
+    }
+
+    /// Checks a manifest built by hand: sizes in range, one hash per block, and video metadata
+    /// (if any) that fits the length.
     pub fn validate(&self) -> Result<(), ManifestError> {
         check_sizes(self.packet_size, self.block_size)?;
+        if let Some(video) = &self.video {
+            video.validate(self.length)?;
+        }
         let expected = self.block_count();
         if self.block_hashes.len() as u64 != expected {
             return Err(ManifestError::HashCount {
@@ -205,7 +457,7 @@ impl Manifest {
 
     fn header(&self) -> [u8; HEADER_LEN] {
         let mut header = [0u8; HEADER_LEN];
-        header[0..8].copy_from_slice(&MAGIC);
+        header[0..8].copy_from_slice(if self.video.is_some() { &MAGIC_V2 } else { &MAGIC });
         header[8..16].copy_from_slice(&self.length.to_be_bytes());
         header[16..20].copy_from_slice(&self.packet_size.to_be_bytes());
         header[20..24].copy_from_slice(&self.block_size.to_be_bytes());
@@ -214,12 +466,17 @@ impl Manifest {
     }
 
     /// The canonical encoding: header (magic, length, packet_size, block_size, hash count, all
-    /// big-endian) followed by the block hashes. One manifest has exactly one encoding.
+    /// big-endian) followed by the block hashes, then (version 2 only) the video section. One
+    /// manifest has exactly one encoding.
     pub fn encode_body(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_LEN + HASH_LEN * self.block_hashes.len());
+        let video_len = self.video.as_ref().map_or(0, VideoInfo::encoded_len);
+        let mut out = Vec::with_capacity(HEADER_LEN + HASH_LEN * self.block_hashes.len() + video_len);
         out.extend_from_slice(&self.header());
         for hash in &self.block_hashes {
             out.extend_from_slice(hash);
+        }
+        if let Some(video) = &self.video {
+            video.encode_into(&mut out);
         }
         out
     }
@@ -233,15 +490,21 @@ impl Manifest {
         for hash in &self.block_hashes {
             hasher.update(hash);
         }
+        if let Some(video) = &self.video {
+            let mut section = Vec::with_capacity(video.encoded_len());
+            video.encode_into(&mut section);
+            hasher.update(&section);
+        }
         ContentId(*hasher.finalize().as_bytes())
     }
 
     /// Decodes a body (as `encode_body` writes it) at the front of `bytes`, strictly; returns
     /// the manifest and the number of bytes it took.
     fn decode_body(bytes: &[u8]) -> Result<(Manifest, usize), ManifestError> {
+        let known_magic = |b: &[u8]| b == MAGIC || b == MAGIC_V2;
         if bytes.len() < HEADER_LEN {
             // The magic is checked first when there is enough of it to tell.
-            if bytes.len() >= MAGIC.len() && bytes[..MAGIC.len()] != MAGIC {
+            if bytes.len() >= MAGIC.len() && !known_magic(&bytes[..MAGIC.len()]) {
                 return Err(ManifestError::BadMagic);
             }
             return Err(ManifestError::Truncated {
@@ -249,9 +512,10 @@ impl Manifest {
                 got: bytes.len(),
             });
         }
-        if bytes[0..8] != MAGIC {
+        if !known_magic(&bytes[0..8]) {
             return Err(ManifestError::BadMagic);
         }
+        let has_video = bytes[0..8] == MAGIC_V2;
         let be_u64 = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let be_u32 = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let (length, packet_size, block_size, found) = (be_u64(8), be_u32(16), be_u32(20), be_u64(24));
@@ -283,12 +547,20 @@ impl Manifest {
             .chunks_exact(HASH_LEN)
             .map(|h| h.try_into().expect("32 bytes"))
             .collect();
+        let (video, body_len) = if has_video {
+            let (video, taken) = VideoInfo::decode(&bytes[body_len..], body_len)?;
+            video.validate(length)?;
+            (Some(video), body_len + taken)
+        } else {
+            (None, body_len)
+        };
         Ok((
             Manifest {
                 length,
                 packet_size,
                 block_size,
                 block_hashes,
+                video,
             },
             body_len,
         ))
@@ -343,6 +615,7 @@ impl ManifestBuilder {
             packet_size: self.packet_size,
             block_size: self.block_size,
             block_hashes: self.block_hashes,
+            video: None,
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Manifests: block hashing, the canonical encoding, signatures and tamper detection.
 
 use pcdn_core::ed25519_dalek::SigningKey;
-use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE, HEADER_LEN, MAGIC, SIGNATURE_TRAILER_LEN};
+use pcdn_core::manifest::{
+    Container, DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE, HEADER_LEN, MAGIC, MAGIC_V2, SIGNATURE_TRAILER_LEN, VideoFile,
+    VideoInfo,
+};
 use pcdn_core::{Manifest, ManifestError, SignedManifest};
 use proptest::prelude::*;
 
@@ -175,7 +178,7 @@ fn decoding_is_strict() {
         Err(ManifestError::Truncated { .. })
     ));
     assert_eq!(
-        SignedManifest::decode(b"PCDNMAN2-and-more-bytes-past-the-header"),
+        SignedManifest::decode(b"PCDNMAN3-and-more-bytes-past-the-header"),
         Err(ManifestError::BadMagic)
     );
     // A hash count that disagrees with the length.
@@ -300,4 +303,205 @@ fn worked_example_matches_the_spec() {
          c31434598ce85ade97fc57d4210321011a449568e6d0da65a4fe207b28ed7703"
     );
     signed.verify().unwrap();
+}
+
+fn hls_video(files: &[(&str, u64, u64)]) -> VideoInfo {
+    VideoInfo {
+        bitrate_bps: 1_500_000,
+        duration_ms: 8000,
+        container: Container::Hls,
+        files: files
+            .iter()
+            .map(|&(name, offset, length)| VideoFile {
+                name: name.to_owned(),
+                offset,
+                length,
+            })
+            .collect(),
+    }
+}
+
+fn mp4_video() -> VideoInfo {
+    VideoInfo {
+        bitrate_bps: 500_000,
+        duration_ms: 8000,
+        container: Container::Mp4,
+        files: Vec::new(),
+    }
+}
+
+#[test]
+fn a_manifest_without_video_keeps_the_version_1_encoding_and_id() {
+    let data = content(70_000, 3);
+    let plain = Manifest::from_bytes(&data, 1024, 65536).unwrap();
+    assert!(plain.video.is_none());
+    assert_eq!(plain.encode_body()[..8], MAGIC);
+    let signed = SignedManifest::sign(plain.clone(), &key(2));
+    let decoded = SignedManifest::decode(&signed.encode()).unwrap();
+    assert_eq!(decoded, signed);
+    assert!(decoded.manifest.video.is_none());
+    // The same bytes with video metadata are another content: the metadata is signed and hashed.
+    let video = plain.clone().with_video(mp4_video()).unwrap();
+    assert_eq!(video.encode_body()[..8], MAGIC_V2);
+    assert_ne!(video.content_id(), plain.content_id());
+    assert_eq!(video.block_hashes, plain.block_hashes);
+}
+
+#[test]
+fn video_metadata_round_trips_signed() {
+    let data = content(10_000, 4);
+    for video in [
+        mp4_video(),
+        hls_video(&[("index.m3u8", 0, 300), ("index0.ts", 300, 9700)]),
+    ] {
+        let m = Manifest::from_bytes(&data, 1024, 4096)
+            .unwrap()
+            .with_video(video.clone())
+            .unwrap();
+        let body = m.encode_body();
+        assert_eq!(m.content_id().0, *blake3::hash(&body).as_bytes());
+        let signed = SignedManifest::sign(m, &key(5));
+        let bytes = signed.encode();
+        let decoded = SignedManifest::decode(&bytes).unwrap();
+        decoded.verify().unwrap();
+        assert_eq!(decoded.manifest.video.as_ref(), Some(&video));
+        assert_eq!(decoded.encode(), bytes, "one encoding per manifest");
+        // Tampering with the video section breaks the signature.
+        let mut tampered = bytes.clone();
+        let bitrate_at = HEADER_LEN + 32 * 3 + 1 + 7;
+        tampered[bitrate_at] ^= 1;
+        let tampered = SignedManifest::decode(&tampered).unwrap();
+        assert_ne!(tampered.content_id(), decoded.content_id());
+        assert_eq!(tampered.verify(), Err(ManifestError::BadSignature));
+        // Cut anywhere inside the video section or trailer: truncated, never a panic.
+        for cut in body.len() - video_section_len(&video)..bytes.len() {
+            assert!(
+                matches!(
+                    SignedManifest::decode(&bytes[..cut]),
+                    Err(ManifestError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            SignedManifest::decode(&longer),
+            Err(ManifestError::TrailingBytes { extra: 1 })
+        );
+    }
+}
+
+fn video_section_len(video: &VideoInfo) -> usize {
+    21 + video.files.iter().map(|f| 18 + f.name.len()).sum::<usize>()
+}
+
+#[test]
+fn bad_video_metadata_is_refused_naming_the_field() {
+    let m = Manifest::from_bytes(&content(1000, 1), 100, 200).unwrap();
+    let message = |video: VideoInfo| match m.clone().with_video(video) {
+        Err(ManifestError::BadVideo(message)) => message,
+        other => panic!("expected BadVideo, got {other:?}"),
+    };
+    let mut zero = mp4_video();
+    zero.bitrate_bps = 0;
+    assert!(message(zero).contains("bitrate_bps"));
+    let mut zero = mp4_video();
+    zero.duration_ms = 0;
+    assert!(message(zero).contains("duration_ms"));
+    let mut mp4_with_files = hls_video(&[("a.m3u8", 0, 1000)]);
+    mp4_with_files.container = Container::Mp4;
+    assert!(message(mp4_with_files).contains("no file table"));
+    assert!(message(hls_video(&[])).contains("file table"));
+    assert!(message(hls_video(&[("a.m3u8", 0, 100), ("b.ts", 200, 800)])).contains("files[1]"));
+    assert!(message(hls_video(&[("a.m3u8", 0, 100), ("b.ts", 100, 800)])).contains("cover 900 bytes"));
+    assert!(message(hls_video(&[("a.ts", 0, 100), ("b.ts", 100, 900)])).contains("playlist"));
+    assert!(message(hls_video(&[("a.m3u8", 0, 100), ("a.m3u8", 100, 900)])).contains("twice"));
+    assert!(message(hls_video(&[("a.m3u8", 0, 100), ("../b.ts", 100, 900)])).contains("files[1].name"));
+    assert!(message(hls_video(&[("a.m3u8", 0, 100), ("", 100, 900)])).contains("files[1].name"));
+    assert!(
+        m.clone()
+            .with_video(hls_video(&[("a.m3u8", 0, 100), ("b.ts", 100, 900)]))
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_forged_video_section_is_refused_when_decoding() {
+    let m = Manifest::from_bytes(&content(1000, 1), 100, 200)
+        .unwrap()
+        .with_video(hls_video(&[("a.m3u8", 0, 100), ("b.ts", 100, 900)]))
+        .unwrap();
+    let bytes = SignedManifest::sign(m, &key(1)).encode();
+    let section = HEADER_LEN + 32 * 5;
+    // An unknown container code.
+    let mut forged = bytes.clone();
+    forged[section] = 9;
+    assert!(
+        matches!(SignedManifest::decode(&forged), Err(ManifestError::BadVideo(m)) if m.contains("container code 9"))
+    );
+    // A file count the input cannot back is refused before allocating.
+    let mut forged = bytes.clone();
+    forged[section + 17..section + 21].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert!(matches!(
+        SignedManifest::decode(&forged),
+        Err(ManifestError::Truncated { .. })
+    ));
+    // A file table that no longer covers the content (the second file's length, last 8 bytes).
+    let mut forged = bytes.clone();
+    let at = bytes.len() - SIGNATURE_TRAILER_LEN - 1;
+    forged[at] ^= 1;
+    assert!(matches!(SignedManifest::decode(&forged), Err(ManifestError::BadVideo(m)) if m.contains("cover")));
+}
+
+/// The version 2 worked example of docs/protocol.md section 10.4; the hex must stay identical.
+#[test]
+fn video_worked_example_matches_the_spec() {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let video = VideoInfo {
+        bitrate_bps: 8000,
+        duration_ms: 13,
+        container: Container::Hls,
+        files: vec![
+            VideoFile {
+                name: "a.m3u8".to_owned(),
+                offset: 0,
+                length: 5,
+            },
+            VideoFile {
+                name: "b.ts".to_owned(),
+                offset: 5,
+                length: 8,
+            },
+        ],
+    };
+    let m = Manifest::from_bytes(b"pcdn manifest", 4, 8)
+        .unwrap()
+        .with_video(video)
+        .unwrap();
+    let body = m.encode_body();
+    let v1 = Manifest::from_bytes(b"pcdn manifest", 4, 8).unwrap().encode_body();
+    assert_eq!(body[..8], *b"PCDNMAN2");
+    assert_eq!(
+        body[8..v1.len()],
+        v1[8..],
+        "version 1's fields follow the magic unchanged"
+    );
+    assert_eq!(
+        hex(&body[v1.len()..]),
+        "02\
+         0000000000001f40\
+         000000000000000d\
+         00000002\
+         0006612e6d337538\
+         0000000000000000\
+         0000000000000005\
+         0004622e7473\
+         0000000000000005\
+         0000000000000008"
+    );
+    assert_eq!(
+        hex(&m.content_id().0),
+        "6f5e701205ed8ee1ff495c9a7c0f969c9abef71858ed15b8811ced8662f2d85c"
+    );
 }

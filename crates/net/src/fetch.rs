@@ -7,6 +7,9 @@
 //! to `handle_datagram`, `handle_timeout` runs at `poll_timeout`, `poll_transmit` is drained
 //! into one send batch, and in-order bytes are `read` into a temporary file next to the output
 //! that is synced and renamed into place when the download is done, and deleted otherwise.
+//!
+//! [`prepare`] and [`download`] are the two halves of [`fetch`] for other consumers of the
+//! bytes (`pcdn play`'s gateway): the download hands its verified in-order bytes to any sink.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -64,6 +67,9 @@ pub struct FetchConfig {
     pub handshake_attempts: u32,
     /// Retransmission timeouts in a row before a path fails (`DownloadConfig`'s).
     pub max_consecutive_timeouts: u32,
+    /// When the manifest describes a video, attach the player model to the download
+    /// (`DownloadConfig::video`), so the scheduler sees its play deadlines: someone watches.
+    pub play_video: bool,
 }
 
 impl FetchConfig {
@@ -86,6 +92,7 @@ impl FetchConfig {
             progress: false,
             handshake_attempts: defaults.handshake_attempts,
             max_consecutive_timeouts: defaults.max_consecutive_timeouts,
+            play_video: false,
         }
     }
 }
@@ -210,6 +217,40 @@ struct PathEntry {
 /// Downloads `config.content` into `config.output`. On success the output holds exactly the
 /// content's bytes, each block verified; on failure nothing is left behind.
 pub async fn fetch(config: FetchConfig) -> Result<FetchReport, FetchError> {
+    let prepared = prepare(&config).await?;
+    let mut output = Output::create(&config.output)?;
+    let report = download(&config, prepared, |bytes| output.write(bytes)).await?;
+    output.finish()?;
+    Ok(report)
+}
+
+/// A download ready to start: its checked manifest, its servers and its scheduler.
+#[derive(Debug)]
+pub struct Prepared {
+    manifest: Manifest,
+    targets: Vec<Target>,
+    tracker: Option<TrackerClient>,
+    scheduler: Box<dyn pcdn_core::scheduler::Scheduler>,
+    factory: Box<dyn pcdn_core::cc::ControllerFactory>,
+    seed: u64,
+    started: std::time::Instant,
+}
+
+impl Prepared {
+    /// The manifest, its id and signer checked.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The servers the download will open paths to: (name, address, origin).
+    pub fn servers(&self) -> impl Iterator<Item = (&str, SocketAddr, bool)> {
+        self.targets.iter().map(|t| (t.name.as_str(), t.addr, t.origin))
+    }
+}
+
+/// The first half of [`fetch`]: checks the configuration, looks the content up (manifest and
+/// servers) and checks the manifest's id and signer.
+pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
     let started = std::time::Instant::now();
     let id = config.content;
     let id_hex = content_id_hex(&id);
@@ -277,8 +318,27 @@ pub async fn fetch(config: FetchConfig) -> Result<FetchReport, FetchError> {
         )));
     }
 
-    let output = Output::create(&config.output)?;
-    let report = drive(&config, manifest, targets, tracker, scheduler, &*factory, seed, output).await?;
+    Ok(Prepared {
+        manifest,
+        targets,
+        tracker,
+        scheduler,
+        factory,
+        seed,
+        started,
+    })
+}
+
+/// The second half of [`fetch`]: runs the download until it is done, every path failed, or
+/// the timeout, handing every verified in-order byte to `sink`, in order, exactly once. An
+/// error from `sink` stops the download.
+pub async fn download(
+    config: &FetchConfig,
+    prepared: Prepared,
+    sink: impl FnMut(&[u8]) -> Result<(), FetchError>,
+) -> Result<FetchReport, FetchError> {
+    let started = prepared.started;
+    let report = drive(config, prepared, sink).await?;
     Ok(FetchReport {
         elapsed_s: started.elapsed().as_secs_f64(),
         ..report
@@ -429,17 +489,21 @@ impl Drop for Output {
 type Requery = mpsc::Receiver<Result<Lookup, crate::tracker_client::TrackerError>>;
 
 /// Runs the download over one socket until it is done, every path failed, or the timeout.
-#[allow(clippy::too_many_arguments)]
 async fn drive(
     config: &FetchConfig,
-    manifest: Manifest,
-    targets: Vec<Target>,
-    tracker: Option<TrackerClient>,
-    scheduler: Box<dyn pcdn_core::scheduler::Scheduler>,
-    factory: &dyn pcdn_core::cc::ControllerFactory,
-    seed: u64,
-    mut output: Output,
+    prepared: Prepared,
+    mut sink: impl FnMut(&[u8]) -> Result<(), FetchError>,
 ) -> Result<FetchReport, FetchError> {
+    let Prepared {
+        manifest,
+        targets,
+        tracker,
+        scheduler,
+        factory,
+        seed,
+        started: _,
+    } = prepared;
+    let factory = &*factory;
     let length = manifest.length;
     let packet_size = manifest.packet_size;
     let bind: SocketAddr = if targets.iter().all(|t| t.addr.is_ipv4()) {
@@ -456,6 +520,23 @@ async fn drive(
     download_config.seed = seed;
     download_config.handshake_attempts = config.handshake_attempts;
     download_config.max_consecutive_timeouts = config.max_consecutive_timeouts;
+    if config.play_video
+        && let Some(video) = &manifest.video
+    {
+        let player = pcdn_core::player::PlayerConfig {
+            spec: video.spec(),
+            jump_to_cdn: None,
+        };
+        match player.spec.validate() {
+            Ok(()) if player.spec.total_bytes() <= length => download_config.video = Some(player),
+            // A publisher's rounding must not stop the download: only the deadlines are lost.
+            _ => tracing::warn!(
+                bitrate_bps = video.bitrate_bps,
+                duration_ms = video.duration_ms,
+                "the manifest's video metadata does not fit the content; downloading without play deadlines"
+            ),
+        }
+    }
     download_config.verify = Some(Arc::new(manifest));
     let mut download =
         Download::new(download_config, scheduler).map_err(|e| setup(format!("the manifest's sizes: {e}")))?;
@@ -475,6 +556,7 @@ async fn drive(
     let mut requery: Option<Requery> = None;
     let mut last_requery: Option<std::time::Instant> = None;
     let mut stray = 0u64;
+    let mut delivered = 0u64;
 
     loop {
         let now = clock.now();
@@ -519,7 +601,8 @@ async fn drive(
             if n == 0 {
                 break;
             }
-            output.write(&chunk[..n])?;
+            sink(&chunk[..n])?;
+            delivered += n as u64;
         }
         if last_draw.elapsed() >= PROGRESS_EVERY {
             draw(&progress, &download, &mut paths, last_draw.elapsed());
@@ -554,7 +637,7 @@ async fn drive(
                 progress.finish_and_clear();
                 return Err(FetchError::Timeout {
                     after: config.timeout.unwrap_or_default(),
-                    delivered: output.written,
+                    delivered,
                     length,
                 });
             }
@@ -608,9 +691,7 @@ async fn drive(
     if stray > 0 {
         tracing::debug!(stray, "datagrams from unknown addresses ignored");
     }
-    let written = output.written;
-    output.finish()?;
-    Ok(report(config, &download, &paths, written))
+    Ok(report(config, &download, &paths, delivered))
 }
 
 fn add_path(
@@ -872,6 +953,10 @@ pub struct FetchArgs {
     /// Give up after this long, e.g. 30s or 5min. Default: only when every server failed.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub timeout: Option<Duration>,
+    /// Declare a server failed after this many retransmission timeouts in a row (each one
+    /// doubles the wait, RFC 6298 §5.5: 6 is about 13 s of silence from a 200 ms RTO).
+    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub max_timeouts: u32,
 }
 
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
@@ -902,6 +987,7 @@ impl FetchArgs {
             cc: self.cc.clone(),
             max_servers: self.max_servers,
             timeout: self.timeout,
+            max_consecutive_timeouts: self.max_timeouts,
             progress: !self.json,
             ..defaults
         })

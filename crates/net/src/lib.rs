@@ -8,10 +8,12 @@ pub mod add;
 pub mod clock;
 pub mod fetch;
 pub mod metrics;
+pub mod play;
 pub mod serve;
 pub mod socket;
 pub mod store;
 pub mod tracker_client;
+pub mod video;
 
 pub use add::{AddArgs, run_add};
 pub use fetch::{FetchArgs, FetchConfig, FetchError, FetchReport, fetch, run_fetch};

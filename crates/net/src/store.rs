@@ -22,7 +22,7 @@ use std::sync::RwLock;
 use std::time::{Duration, SystemTime};
 
 use pcdn_core::ed25519_dalek::SigningKey;
-use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE};
+use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE, VideoInfo};
 use pcdn_core::wire::ContentId;
 use pcdn_core::{ContentInfo, ContentSource, ManifestError, SignedManifest};
 
@@ -149,13 +149,23 @@ impl Store {
     pub fn add_with_progress(
         &self,
         path: impl AsRef<Path>,
+        progress: impl FnMut(u64),
+    ) -> Result<ContentId, StoreError> {
+        self.add_files(&[path.as_ref()], None, progress)
+    }
+
+    /// Imports `files` back to back as one content whose manifest carries `video` (an MP4: one
+    /// file; HLS: the files of `video.files`, in that order, each of the length the table
+    /// says). Otherwise as [`Store::add_with_progress`].
+    pub fn add_files(
+        &self,
+        files: &[&Path],
+        video: Option<VideoInfo>,
         mut progress: impl FnMut(u64),
     ) -> Result<ContentId, StoreError> {
-        let path = path.as_ref();
-        let mut source = File::open(path).map_err(io_err(path))?;
         let staging = self.contents.join(format!("{IMPORT_PREFIX}{}", random_suffix()));
         fs::create_dir(&staging).map_err(io_err(&staging))?;
-        let result = self.import(path, &mut source, &staging, &mut progress);
+        let result = self.import(files, video, &staging, &mut progress);
         if result.is_err() {
             let _ = fs::remove_dir_all(&staging);
         }
@@ -164,8 +174,8 @@ impl Store {
 
     fn import(
         &self,
-        path: &Path,
-        source: &mut File,
+        files: &[&Path],
+        video: Option<VideoInfo>,
         staging: &Path,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ContentId, StoreError> {
@@ -175,22 +185,44 @@ impl Store {
         let mut data = File::create(&data_path).map_err(io_err(&data_path))?;
         let mut chunk = vec![0u8; IMPORT_CHUNK];
         let mut done = 0u64;
-        loop {
-            let n = match source.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_err(path)(e)),
-            };
-            builder.update(&chunk[..n]);
-            data.write_all(&chunk[..n]).map_err(io_err(&data_path))?;
-            done += n as u64;
-            progress(done);
+        for (index, &path) in files.iter().enumerate() {
+            let mut source = File::open(path).map_err(io_err(path))?;
+            let start = done;
+            loop {
+                let n = match source.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_err(path)(e)),
+                };
+                builder.update(&chunk[..n]);
+                data.write_all(&chunk[..n]).map_err(io_err(&data_path))?;
+                done += n as u64;
+                progress(done);
+            }
+            // The file table was measured before the import: a file that changed since would
+            // give a table that no longer matches the bytes.
+            let expected = video.as_ref().and_then(|v| v.files.get(index)).map(|f| f.length);
+            if expected.is_some_and(|length| length != done - start) {
+                return Err(io_err(path)(io::Error::other(format!(
+                    "changed during the import: {} bytes read, {} expected",
+                    done - start,
+                    expected.unwrap_or_default()
+                ))));
+            }
         }
         data.sync_all().map_err(io_err(&data_path))?;
         drop(data);
 
-        let signed = SignedManifest::sign(builder.finish(), &self.key);
+        let mut manifest = builder.finish();
+        if let Some(video) = video {
+            let source_name = files.first().map_or_else(PathBuf::new, |p| p.to_path_buf());
+            manifest = manifest.with_video(video).map_err(|source| StoreError::Manifest {
+                path: source_name,
+                source,
+            })?;
+        }
+        let signed = SignedManifest::sign(manifest, &self.key);
         let id = signed.content_id();
         let manifest_path = staging.join(MANIFEST_FILE);
         write_synced(&manifest_path, &signed.encode())?;

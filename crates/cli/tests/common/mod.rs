@@ -1,0 +1,266 @@
+//! Real-process stacks on loopback for the CLI's end-to-end tests: `pcdn tracker`, `pcdn add`,
+//! `pcdn emulate --config` and one `pcdn serve` per emulated link, run as the README says.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Stacks run one at a time: each is several processes on a two-core machine.
+pub static ONE_STACK_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+pub fn pcdn() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("pcdn"))
+}
+
+/// A child process killed when the test ends, whatever happens.
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, command: &mut Command) -> Proc {
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        Proc::adopt(name, child)
+    }
+
+    /// Takes charge of a child started with other pipes.
+    pub fn adopt(name: &str, child: Child) -> Proc {
+        Proc {
+            name: name.to_owned(),
+            child,
+        }
+    }
+
+    /// SIGKILL: the process gets no chance to say goodbye (a crashed device).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait: a clean shutdown.
+    pub fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -TERM {}", self.name);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "{} exited with {status} after SIGTERM", self.name);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{} did not stop within 10 s of SIGTERM", self.name);
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_udp() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+pub fn free_tcp() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// A plain HTTP/1.0 GET, enough to watch the tracker without an HTTP client dependency.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    // Manifests are binary: only the head must be text.
+    let response = String::from_utf8_lossy(&raw);
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
+}
+
+/// A GET over HTTP/1.0 for binary bodies: the status, the head's lines and the body bytes.
+pub fn http_get_bytes(addr: SocketAddr, path: &str, extra_headers: &str) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{extra_headers}\r\n").unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("GET {path}: no HTTP head in {} bytes", raw.len()));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+    (status, head, raw[split + 4..].to_vec())
+}
+
+pub fn start_tracker(dir: &Path, addr: SocketAddr) -> Proc {
+    let proc = Proc::spawn(
+        "tracker",
+        pcdn()
+            .arg("tracker")
+            .args(["--listen", &addr.to_string()])
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("t.db").display()))
+            .arg("--secret-file")
+            .arg(dir.join("SECRET")),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http_get(addr, "/health").is_none_or(|(status, _)| status != 200) {
+        assert!(Instant::now() < deadline, "tracker on {addr} not healthy after 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proc
+}
+
+/// `pcdn add INPUT... --store DIR`; the content id is the last line of stdout.
+pub fn add(input: &[&std::ffi::OsStr], store: &Path) -> String {
+    let output = pcdn()
+        .arg("add")
+        .args(input)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "pcdn add: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let id = stdout.lines().last().unwrap().trim().to_owned();
+    assert_eq!(id.len(), 64, "a content id is 64 hex digits: {stdout:?}");
+    id
+}
+
+/// One emulated server: its data-direction link as a links-file table.
+pub struct Link {
+    pub name: &'static str,
+    pub origin: bool,
+    pub down: &'static str,
+}
+
+/// A tracker, one server per link (each with its own store) and the emulator in front of them.
+pub struct Stack {
+    pub dir: tempfile::TempDir,
+    pub tracker_addr: SocketAddr,
+    pub tracker: Proc,
+    /// Index i is the i-th link's server.
+    pub servers: Vec<Proc>,
+    pub emulator: Proc,
+    pub content: String,
+    edges: usize,
+    origins: usize,
+}
+
+impl Stack {
+    /// Starts the stack in `dir`; `import(store)` puts the content into each server's store
+    /// (every store must get the same id) and returns its id.
+    pub fn start(dir: tempfile::TempDir, links: &[Link], import: impl Fn(&Path) -> String) -> Stack {
+        let secret = dir.path().join("SECRET");
+        std::fs::write(&secret, "stack-test-secret\n").unwrap();
+        let tracker_addr = free_tcp();
+        let tracker = start_tracker(dir.path(), tracker_addr);
+
+        let mut config = String::from("seed = 3\n");
+        let mut content = None;
+        let mut plan = Vec::new();
+        for link in links {
+            let store = dir.path().join(link.name);
+            let id = import(&store);
+            assert!(
+                content.as_ref().is_none_or(|c| *c == id),
+                "one input, one id in every store"
+            );
+            content = Some(id);
+            let (listen, relay) = (free_udp(), free_udp());
+            config.push_str(&format!(
+                "[[relay]]\nlisten = \"{relay}\"\nto = \"{listen}\"\ndown = {}\n",
+                link.down
+            ));
+            plan.push((link, store, listen, relay));
+        }
+        let links_file = dir.path().join("links.toml");
+        std::fs::write(&links_file, config).unwrap();
+        let emulator = Proc::spawn("emulator", pcdn().arg("emulate").arg("--config").arg(&links_file));
+        let mut servers = Vec::new();
+        for (link, store, listen, relay) in plan {
+            let mut command = pcdn();
+            command
+                .arg("serve")
+                .arg("--store")
+                .arg(&store)
+                .args(["--listen", &listen.to_string()])
+                .args(["--tracker", &format!("http://{tracker_addr}")])
+                .arg("--secret-file")
+                .arg(&secret)
+                .args(["--advertise", &relay.to_string()])
+                .args(["--id", link.name]);
+            if link.origin {
+                command.arg("--origin");
+            }
+            servers.push(Proc::spawn(link.name, &mut command));
+        }
+        let origins = links.iter().filter(|l| l.origin).count();
+        let stack = Stack {
+            dir,
+            tracker_addr,
+            tracker,
+            servers,
+            emulator,
+            content: content.expect("at least one link"),
+            edges: links.len() - origins,
+            origins,
+        };
+        stack.wait_for_registry();
+        stack
+    }
+
+    pub fn tracker_url(&self) -> String {
+        format!("http://{}", self.tracker_addr)
+    }
+
+    /// Until the tracker lists every edge, every origin and the origins' manifest.
+    pub fn wait_for_registry(&self) {
+        self.wait_for(&self.content);
+    }
+
+    /// Until the tracker lists every edge and origin for `content` (another content the
+    /// stores hold), and its manifest.
+    pub fn wait_for(&self, content: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let servers = http_get(self.tracker_addr, &format!("/v1/contents/{content}/servers"));
+            let manifest = http_get(self.tracker_addr, &format!("/v1/contents/{content}/manifest"));
+            if let (Some((200, body)), Some((200, _))) = (&servers, &manifest) {
+                let lookup: serde_json::Value = serde_json::from_str(body).unwrap();
+                if lookup["servers"].as_array().unwrap().len() == self.edges
+                    && lookup["origins"].as_array().unwrap().len() == self.origins
+                {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "devices not registered after 60 s: servers {servers:?}, manifest {:?}",
+                manifest.map(|m| m.0)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

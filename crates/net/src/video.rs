@@ -1,0 +1,289 @@
+//! Reads a video's metadata for `pcdn add --video`: an MP4 file (mp4parse) or an HLS folder (a
+//! media playlist and its segments, m3u8-rs), giving the manifest's `VideoInfo` and the files
+//! to store back to back.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use pcdn_core::manifest::{Container, VideoFile, VideoInfo};
+
+/// Why a video could not be imported; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum VideoError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not an MP4 file ({reason})", path.display())]
+    NotMp4 { path: PathBuf, reason: String },
+    #[error("{}: the MP4 has no track with a duration (fragmented MP4 is not supported)", path.display())]
+    NoDuration { path: PathBuf },
+    #[error("{}: no HLS playlist (a *.m3u8 file) in the folder", dir.display())]
+    NoPlaylist { dir: PathBuf },
+    #[error("{}: several playlists ({}); import a folder with one media playlist", dir.display(), names.join(", "))]
+    SeveralPlaylists { dir: PathBuf, names: Vec<String> },
+    #[error("{}: {reason}", path.display())]
+    BadPlaylist { path: PathBuf, reason: String },
+    #[error("{}: segment missing (listed in {})", segment.display(), playlist.display())]
+    SegmentMissing { segment: PathBuf, playlist: PathBuf },
+}
+
+/// A video ready to import: its metadata and the files whose bytes, back to back, are the content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VideoImport {
+    pub info: VideoInfo,
+    pub files: Vec<PathBuf>,
+}
+
+/// Probes `path`: a folder is HLS, a file is MP4.
+pub fn probe(path: &Path) -> Result<VideoImport, VideoError> {
+    let meta = std::fs::metadata(path).map_err(io_error(path))?;
+    if meta.is_dir() {
+        probe_hls(path)
+    } else {
+        probe_mp4(path)
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> VideoError + '_ {
+    move |source| VideoError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The average bitrate of `bytes` played over `duration_ms`: the rate at which the player
+/// consumes the content's bytes, container overhead included, so byte deadlines fall on the
+/// content's own bytes. Rounded down, so the player model's video never outgrows the content.
+fn average_bitrate(bytes: u64, duration_ms: u64) -> u64 {
+    let bits = u128::from(bytes) * 8 * 1000;
+    u64::try_from(bits / u128::from(duration_ms.max(1)))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// An MP4 file: its duration is the longest track's (mdhd duration ÷ timescale, ISO/IEC
+/// 14496-12 §8.4.2), its bitrate the file's bytes over that duration.
+pub fn probe_mp4(path: &Path) -> Result<VideoImport, VideoError> {
+    let file = File::open(path).map_err(io_error(path))?;
+    let length = file.metadata().map_err(io_error(path))?.len();
+    let context = mp4parse::read_mp4(&mut BufReader::with_capacity(1 << 16, file)).map_err(|e| match e {
+        mp4parse::Error::Io(source) if source.kind() != std::io::ErrorKind::UnexpectedEof => VideoError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        mp4parse::Error::MoovMissing => VideoError::NotMp4 {
+            path: path.to_path_buf(),
+            reason: "no movie box (moov)".to_owned(),
+        },
+        other => VideoError::NotMp4 {
+            path: path.to_path_buf(),
+            reason: format!("its ISO base media boxes do not parse: {other:?}"),
+        },
+    })?;
+    let duration_ms = context
+        .tracks
+        .iter()
+        .filter_map(|track| {
+            let (duration, scale) = (track.duration?.0, track.timescale?.0);
+            (scale > 0).then(|| (u128::from(duration) * 1000).div_ceil(u128::from(scale)))
+        })
+        .max()
+        .filter(|&ms| ms > 0)
+        .ok_or_else(|| VideoError::NoDuration {
+            path: path.to_path_buf(),
+        })?;
+    let duration_ms = u64::try_from(duration_ms).unwrap_or(u64::MAX);
+    Ok(VideoImport {
+        info: VideoInfo {
+            bitrate_bps: average_bitrate(length, duration_ms),
+            duration_ms,
+            container: Container::Mp4,
+            files: Vec::new(),
+        },
+        files: vec![path.to_path_buf()],
+    })
+}
+
+/// An HLS folder: its one media playlist, then every file the playlist names (an
+/// `EXT-X-MAP` initialisation section before the first segment that uses it), in playlist
+/// order. The duration is the sum of the `EXTINF` durations (RFC 8216 §4.3.2.1).
+pub fn probe_hls(dir: &Path) -> Result<VideoImport, VideoError> {
+    let mut playlists = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
+        let entry = entry.map_err(io_error(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".m3u8") && entry.path().is_file() {
+            playlists.push(name);
+        }
+    }
+    playlists.sort();
+    let playlist_name = match playlists.as_slice() {
+        [] => return Err(VideoError::NoPlaylist { dir: dir.to_path_buf() }),
+        [one] => one.clone(),
+        _ => {
+            return Err(VideoError::SeveralPlaylists {
+                dir: dir.to_path_buf(),
+                names: playlists,
+            });
+        }
+    };
+    let playlist_path = dir.join(&playlist_name);
+    let text = std::fs::read(&playlist_path).map_err(io_error(&playlist_path))?;
+    let bad = |reason: String| VideoError::BadPlaylist {
+        path: playlist_path.clone(),
+        reason,
+    };
+    let media = match m3u8_rs::parse_playlist_res(&text) {
+        Ok(m3u8_rs::Playlist::MediaPlaylist(media)) => media,
+        Ok(m3u8_rs::Playlist::MasterPlaylist(_)) => {
+            return Err(bad(
+                "a master playlist (a bitrate ladder); import the folder of one media playlist".to_owned(),
+            ));
+        }
+        Err(e) => return Err(bad(format!("not an HLS playlist: {e:?}"))),
+    };
+    if media.segments.is_empty() {
+        return Err(bad("the playlist lists no segment".to_owned()));
+    }
+    let mut names: Vec<String> = vec![playlist_name.clone()];
+    let mut seconds = 0f64;
+    for segment in &media.segments {
+        if let Some(map) = &segment.map {
+            push_file(&mut names, &map.uri).map_err(&bad)?;
+        }
+        push_file(&mut names, &segment.uri).map_err(&bad)?;
+        seconds += f64::from(segment.duration);
+    }
+    let duration_ms = (seconds * 1000.0).round() as u64;
+    if duration_ms == 0 {
+        return Err(bad("the segments' durations add up to zero".to_owned()));
+    }
+    let mut files = Vec::with_capacity(names.len());
+    let mut table = Vec::with_capacity(names.len());
+    let mut offset = 0u64;
+    for name in names {
+        let path = dir.join(&name);
+        let length = match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => meta.len(),
+            Ok(_) => {
+                return Err(VideoError::SegmentMissing {
+                    segment: path,
+                    playlist: playlist_path,
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(VideoError::SegmentMissing {
+                    segment: path,
+                    playlist: playlist_path,
+                });
+            }
+            Err(e) => return Err(io_error(&path)(e)),
+        };
+        table.push(VideoFile { name, offset, length });
+        offset += length;
+        files.push(path);
+    }
+    Ok(VideoImport {
+        info: VideoInfo {
+            bitrate_bps: average_bitrate(offset, duration_ms),
+            duration_ms,
+            container: Container::Hls,
+            files: table,
+        },
+        files,
+    })
+}
+
+/// Adds a playlist URI to the file list once; it must name a file in the playlist's folder.
+fn push_file(names: &mut Vec<String>, uri: &str) -> Result<(), String> {
+    let plain = !uri.is_empty()
+        && !uri.contains(['/', '\\', '?', '#', ':'])
+        && uri != "."
+        && uri != ".."
+        && !uri.chars().any(char::is_control);
+    if !plain {
+        return Err(format!(
+            "segment URI {uri:?} is not a file name in the playlist's folder (absolute or nested URIs are not supported)"
+        ));
+    }
+    if !names.iter().any(|n| n == uri) {
+        names.push(uri.to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+
+    const PLAYLIST: &str = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n\
+        #EXTINF:2.000000,\nseg0.ts\n#EXTINF:2.000000,\nseg1.ts\n#EXTINF:1.500000,\nseg2.ts\n#EXT-X-ENDLIST\n";
+
+    #[test]
+    fn an_hls_folder_becomes_one_table_in_playlist_order() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "index.m3u8", PLAYLIST.as_bytes());
+        for (name, len) in [("seg0.ts", 1000), ("seg1.ts", 2000), ("seg2.ts", 500)] {
+            write(dir.path(), name, &vec![7u8; len]);
+        }
+        write(dir.path(), "notes.txt", b"not listed, not stored");
+        let import = probe(dir.path()).unwrap();
+        let names: Vec<&str> = import.info.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["index.m3u8", "seg0.ts", "seg1.ts", "seg2.ts"]);
+        assert_eq!(import.info.duration_ms, 5500);
+        let total = PLAYLIST.len() as u64 + 3500;
+        assert_eq!(import.info.files.last().unwrap().range().end, total);
+        assert_eq!(import.info.bitrate_bps, total * 8 * 1000 / 5500);
+        assert!(
+            import.info.spec().total_bytes() <= total,
+            "the player's video fits the content"
+        );
+        assert_eq!(import.files.len(), 4);
+        import.info.validate(total).unwrap();
+    }
+
+    #[test]
+    fn hls_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("no HLS playlist"), "{e}");
+        write(dir.path(), "index.m3u8", PLAYLIST.as_bytes());
+        write(dir.path(), "seg0.ts", b"x");
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("seg1.ts") && e.contains("segment missing"), "{e}");
+        write(dir.path(), "other.m3u8", PLAYLIST.as_bytes());
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("index.m3u8, other.m3u8"), "{e}");
+        std::fs::remove_file(dir.path().join("other.m3u8")).unwrap();
+        write(
+            dir.path(),
+            "index.m3u8",
+            b"#EXTM3U\n#EXTINF:2,\nhttp://elsewhere/seg.ts\n",
+        );
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("index.m3u8") && e.contains("http://elsewhere/seg.ts"), "{e}");
+        write(dir.path(), "index.m3u8", b"no playlist at all");
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("index.m3u8") && e.contains("not an HLS playlist"), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_an_mp4_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clip.mp4");
+        std::fs::write(&path, b"this is plain text, not an ISO base media file at all").unwrap();
+        let e = probe(&path).unwrap_err();
+        assert!(matches!(e, VideoError::NotMp4 { .. }), "{e}");
+        assert!(e.to_string().contains("clip.mp4: not an MP4 file"), "{e}");
+        let e = probe(&dir.path().join("absent.mp4")).unwrap_err().to_string();
+        assert!(e.contains("absent.mp4"), "{e}");
+    }
+}
