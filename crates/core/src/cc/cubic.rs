@@ -129,6 +129,38 @@ impl Cubic {
         self.c * (t - self.k).powi(3) * self.mss + self.w_max
     }
 
+    /// Leaves slow start with the window at `window` bytes if that is less (HyStart++, RFC
+    /// 9406 §4.2: the RTT rose, so the path is full; the caller's `window` drains what the
+    /// last doubling queued). The next congestion-avoidance stage starts from its plateau.
+    pub(crate) fn end_slow_start(&mut self, window: f64) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd = self.cwnd.min(window).max(self.min_window);
+            self.ssthresh = self.cwnd;
+            self.w_max = self.cwnd;
+            self.epoch_start = None;
+        }
+    }
+
+    /// Raises the window to at least `floor` bytes after a reduction (Westwood+'s
+    /// "back to the measured pipe", Mascolo et al. 2001): congestion avoidance goes on from
+    /// there, and W_max is never left below the window.
+    pub(crate) fn lift_window(&mut self, floor: f64) {
+        if self.cwnd < floor {
+            self.cwnd = floor;
+            self.ssthresh = self.ssthresh.min(floor).max(self.min_window);
+            self.w_max = self.w_max.max(floor);
+            self.epoch_start = None;
+        }
+    }
+
+    /// Raises the slow-start threshold to at least `floor` bytes (Westwood+ after a timeout:
+    /// slow start climbs back to the measured pipe rather than to 0.7 of the old window).
+    pub(crate) fn lift_ssthresh(&mut self, floor: f64) {
+        if self.ssthresh.is_finite() && self.ssthresh < floor {
+            self.ssthresh = floor;
+        }
+    }
+
     /// A new congestion-avoidance stage begins: fix its origin, K and W_est.
     fn start_epoch(&mut self, now: Instant) {
         self.epoch_start = Some(now);

@@ -30,6 +30,7 @@ pub mod olia;
 #[cfg(test)]
 mod test_model;
 pub mod vivace;
+pub mod weft;
 
 pub use balia::{Balia, BaliaConfig};
 pub use bbr::{Bbr, BbrConfig};
@@ -41,6 +42,7 @@ pub use lia::{Lia, LiaConfig};
 pub use newreno::{NewReno, NewRenoConfig};
 pub use olia::{Olia, OliaConfig};
 pub use vivace::{Vivace, VivaceConfig};
+pub use weft::{Weft, WeftConfig};
 
 /// Data answering one request arrived on the path.
 #[derive(Clone, Copy, Debug)]
@@ -167,6 +169,10 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
         "balia",
         "BALIA (Peng et al. 2016): coupled, balances friendliness and responsiveness",
     ),
+    (
+        "weft",
+        "pcdn's own: CUBIC that cuts only on loss with a standing queue (Veno), never below the pipe (Westwood+)",
+    ),
 ];
 
 /// The factory of the congestion control called `name`: a new one on every call, so each
@@ -182,6 +188,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
         "lia" => Box::new(LiaConfig::default()),
         "olia" => Box::new(OliaConfig::default()),
         "balia" => Box::new(BaliaConfig::default()),
+        "weft" => Box::new(WeftConfig::default()),
         _ => return None,
     })
 }

@@ -1,0 +1,484 @@
+//! `weft`, pcdn's loss-tolerant congestion control: CUBIC that reacts to a loss only when a
+//! queue shows it was congestion, and never cuts below the measured pipe.
+//!
+//! Loss-based controls read every loss as congestion, so 10 % random loss on a path holds
+//! CUBIC near the Mathis bound (≈ 1.2·MSS ÷ (RTT·√p)): a 4 Mbit/s edge at 40 ms gives
+//! ≈ 0.8 of its 3.6 Mbit/s. `weft` tells random loss from congestive loss the way TCP Veno
+//! does (Fu & Liew, IEEE JSAC 2003: a loss while the backlog is small is random), with the
+//! backlog measured as queueing delay (the windowed-minimum RTT above the path's minimum RTT,
+//! over HyStart++'s threshold, RFC 9406 §4.2: min_rtt ÷ 8, clamped to 4–16 ms):
+//!
+//! - **Random loss** (no standing queue): the window is kept. The lost request is asked again
+//!   by the download anyway, so the path keeps pulling at its loss-adjusted rate.
+//! - **Congestive loss** (a standing queue): CUBIC's reduction (RFC 9438 §4.6), but never
+//!   below the pipe (Westwood+, Mascolo et al. 2001): the bytes of requests in flight that
+//!   keep the link busy without a queue, `max delivery rate ÷ (1 − random loss) × min RTT`.
+//!   The delivery rate counts only answered requests, while lost packets use the link too,
+//!   hence the division by the measured random-loss rate.
+//! - **Slow start** ends when the queue appears (HyStart++), not at the first random loss,
+//!   with the window set back to the pipe (the last doubling overshot it), by half at most.
+//! - **Timeout**: CUBIC's collapse to one packet, with slow start climbing back to the pipe.
+//!
+//! On a path without random loss every loss comes with a queue, so `weft` is CUBIC with a
+//! Westwood+ floor.
+
+use std::collections::VecDeque;
+
+use super::cubic::{Cubic, CubicConfig};
+use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
+use crate::time::{Duration, Instant};
+
+/// Packets of standing queue Veno still reads as no congestion (Fu & Liew 2003, β = 3).
+const VENO_BACKLOG: f64 = 3.0;
+
+/// `weft`'s settings.
+#[derive(Clone, Debug)]
+pub struct WeftConfig {
+    /// The CUBIC underneath (its growth, its reduction on congestion, its window floor).
+    pub cubic: CubicConfig,
+    /// Queueing delay above which a loss counts as congestion: min_rtt ÷ `queue_divisor`,
+    /// clamped to [`queue_min`, `queue_max`] (RFC 9406 §4.2's MIN_RTT_DIVISOR = 8,
+    /// MIN_RTT_THRESH = 4 ms, MAX_RTT_THRESH = 16 ms).
+    pub queue_divisor: u32,
+    pub queue_min: Duration,
+    pub queue_max: Duration,
+    /// Round trips the delivery-rate maximum is kept over (BBR's 10, Cardwell et al. 2016).
+    pub rate_window_rtts: u32,
+    /// Gain of the moving average of the random-loss rate, per packet.
+    pub loss_gain: f64,
+    /// The random-loss rate used for the pipe is capped here, so a path losing nearly
+    /// everything does not make the pipe infinite.
+    pub max_loss: f64,
+    /// Least share of the window a congestion event takes off, whatever the pipe says.
+    pub min_cut: f64,
+}
+
+impl Default for WeftConfig {
+    fn default() -> Self {
+        WeftConfig {
+            cubic: CubicConfig::default(),
+            queue_divisor: 8,
+            queue_min: Duration::from_millis(4),
+            queue_max: Duration::from_millis(16),
+            rate_window_rtts: 10,
+            loss_gain: 1.0 / 256.0,
+            max_loss: 0.3,
+            min_cut: 0.05,
+        }
+    }
+}
+
+impl WeftConfig {
+    /// The initial window and floor, as for CUBIC.
+    pub fn window(&self) -> WindowConfig {
+        self.cubic.window
+    }
+}
+
+impl ControllerFactory for WeftConfig {
+    fn name(&self) -> &'static str {
+        "weft"
+    }
+    fn build(&self, now: Instant, mss: u64) -> Box<dyn Controller> {
+        Box::new(Weft::new(self, now, mss))
+    }
+}
+
+/// A sliding-window extremum over time: a monotone deque, O(1) amortized per sample.
+#[derive(Debug, Default)]
+struct WindowedExtremum<T> {
+    samples: VecDeque<(Instant, T)>,
+}
+
+impl<T: Copy + PartialOrd> WindowedExtremum<T> {
+    /// Adds `value` at `now`, dropping samples older than `window`. `keep(old, new)` says
+    /// whether an older sample can still be the extremum once `new` is in.
+    fn push(&mut self, now: Instant, value: T, window: Duration, keep: impl Fn(T, T) -> bool) {
+        while self.samples.back().is_some_and(|&(_, old)| !keep(old, value)) {
+            self.samples.pop_back();
+        }
+        self.samples.push_back((now, value));
+        let horizon = now - window;
+        while self.samples.len() > 1 && self.samples.front().is_some_and(|&(t, _)| t < horizon) {
+            self.samples.pop_front();
+        }
+    }
+    fn get(&self) -> Option<T> {
+        self.samples.front().map(|&(_, v)| v)
+    }
+}
+
+/// The `weft` controller of one path.
+#[derive(Debug)]
+pub struct Weft {
+    cubic: Cubic,
+    mss: f64,
+    queue_divisor: u32,
+    queue_min: Duration,
+    queue_max: Duration,
+    rate_window_rtts: u32,
+    loss_gain: f64,
+    max_loss: f64,
+    min_cut: f64,
+    /// Lowest RTT over the last smoothed RTT: the standing part of the RTT, jitter filtered.
+    recent_rtt: WindowedExtremum<Duration>,
+    /// Highest delivery rate (bytes per second) over the last `rate_window_rtts` round trips.
+    max_rate: WindowedExtremum<f64>,
+    min_rtt: Option<Duration>,
+    smoothed_rtt: Option<Duration>,
+    /// The latest RTT sample: a loss is judged by the queue its evidence went through.
+    latest_rtt: Option<Duration>,
+    /// Moving average of the share of requests lost at random.
+    random_loss: f64,
+    random_losses: u64,
+    congestive_losses: u64,
+}
+
+impl Weft {
+    pub fn new(config: &WeftConfig, now: Instant, mss: u64) -> Self {
+        Weft {
+            cubic: Cubic::new(&config.cubic, now, mss),
+            mss: mss.max(1) as f64,
+            queue_divisor: config.queue_divisor.max(1),
+            queue_min: config.queue_min,
+            queue_max: config.queue_max.max(config.queue_min),
+            rate_window_rtts: config.rate_window_rtts.max(1),
+            loss_gain: config.loss_gain.clamp(0.0, 1.0),
+            max_loss: config.max_loss.clamp(0.0, 0.99),
+            min_cut: config.min_cut.clamp(0.0, 1.0),
+            recent_rtt: WindowedExtremum::default(),
+            max_rate: WindowedExtremum::default(),
+            min_rtt: None,
+            smoothed_rtt: None,
+            latest_rtt: None,
+            random_loss: 0.0,
+            random_losses: 0,
+            congestive_losses: 0,
+        }
+    }
+
+    /// The CUBIC underneath.
+    pub fn cubic(&self) -> &Cubic {
+        &self.cubic
+    }
+
+    /// Queueing delay now: the windowed-minimum RTT above the path's minimum RTT.
+    pub fn queue_delay(&self) -> Option<Duration> {
+        Some(self.recent_rtt.get()?.saturating_sub(self.min_rtt?))
+    }
+
+    /// The queueing delay above which a loss is congestion: RFC 9406 §4.2's min_rtt ÷ 8 in
+    /// [4, 16] ms, and at least Veno's backlog of 3 packets (Fu & Liew's β) at the measured
+    /// rate, since on a slow link one or two packets of queue are a few milliseconds already.
+    pub fn queue_threshold(&self) -> Duration {
+        let base = self.min_rtt.map_or(self.queue_min, |m| m / self.queue_divisor);
+        let backlog = match self.max_rate.get() {
+            Some(rate) if rate > 0.0 => Duration::from_secs_f64((VENO_BACKLOG * self.mss / rate).min(1.0)),
+            _ => Duration::ZERO,
+        };
+        base.clamp(self.queue_min, self.queue_max).max(backlog)
+    }
+
+    /// A standing queue is there (the windowed minimum RTT is over the threshold): slow
+    /// start has filled the path.
+    pub fn queue_standing(&self) -> bool {
+        self.queue_delay().is_some_and(|q| q > self.queue_threshold())
+    }
+
+    /// A loss declared now is congestion: the latest RTT sample, from the requests answered
+    /// after the lost one, met a queue over the threshold. The latest sample rather than the
+    /// windowed minimum, because a burst overflows a queue faster than a round trip; jitter
+    /// then only makes a random loss look like congestion, CUBIC's reading of every loss.
+    pub fn loss_is_congestion(&self) -> bool {
+        match (self.latest_rtt, self.min_rtt) {
+            (Some(rtt), Some(min_rtt)) => rtt.saturating_sub(min_rtt) > self.queue_threshold(),
+            _ => true,
+        }
+    }
+
+    /// Estimated share of requests lost at random.
+    pub fn random_loss_rate(&self) -> f64 {
+        self.random_loss
+    }
+
+    /// Losses counted as random and as congestion so far.
+    pub fn losses(&self) -> (u64, u64) {
+        (self.random_losses, self.congestive_losses)
+    }
+
+    /// The pipe in bytes: requests in flight that keep the link busy without a queue,
+    /// `max delivery rate ÷ (1 − random loss) × min RTT`; `None` before it is measured.
+    pub fn pipe(&self) -> Option<f64> {
+        let rate = self.max_rate.get()?;
+        let min_rtt = self.min_rtt?.as_secs_f64();
+        let loss = self.random_loss.min(self.max_loss);
+        Some(rate / (1.0 - loss) * min_rtt)
+    }
+
+    fn record_rtt(&mut self, arrival: &DataArrival) {
+        self.min_rtt = Some(
+            self.min_rtt
+                .map_or(arrival.min_rtt, |m| m.min(arrival.min_rtt).min(arrival.rtt)),
+        );
+        self.smoothed_rtt = Some(arrival.smoothed_rtt);
+        self.latest_rtt = Some(arrival.rtt);
+        // One propagation RTT of samples: enough to see past jitter and request bursts,
+        // short enough to see a queue within the round trip it builds.
+        self.recent_rtt
+            .push(arrival.now, arrival.rtt, arrival.min_rtt, |old, new| old < new);
+    }
+
+    fn record_rate(&mut self, arrival: &DataArrival) {
+        // BBR's delivery-rate sample: what the path delivered between the latest delivery
+        // before this request left and this arrival.
+        let interval = arrival.now.saturating_duration_since(arrival.delivered_time_at_send);
+        let min_rtt = self.min_rtt.unwrap_or(arrival.rtt);
+        // Shorter intervals measure bursts, not the link.
+        if interval.is_zero() || interval < min_rtt / 2 {
+            return;
+        }
+        let delivered = arrival.delivered_bytes.saturating_sub(arrival.delivered_bytes_at_send);
+        let rate = delivered as f64 / interval.as_secs_f64();
+        // An application-limited sample under-states the path: only a higher one counts.
+        if arrival.app_limited && self.max_rate.get().is_some_and(|max| rate <= max) {
+            return;
+        }
+        let window = arrival.smoothed_rtt.max(min_rtt) * self.rate_window_rtts;
+        self.max_rate.push(arrival.now, rate, window, |old, new| old > new);
+    }
+}
+
+impl Controller for Weft {
+    fn name(&self) -> &'static str {
+        "weft"
+    }
+    fn on_request_sent(&mut self, now: Instant, bytes: u64, in_flight_bytes: u64) {
+        self.cubic.on_request_sent(now, bytes, in_flight_bytes);
+    }
+    fn on_data(&mut self, arrival: &DataArrival) {
+        self.record_rtt(arrival);
+        self.record_rate(arrival);
+        self.random_loss -= self.loss_gain * self.random_loss;
+        self.cubic.on_data(arrival);
+        if self.cubic.in_slow_start() && self.queue_standing() {
+            // The last doubling overshot by up to a window: back toward the pipe, as BBR
+            // drains, but by half at most, since the delivery rate measured in slow start
+            // lags the window by a round trip and can under-state the pipe.
+            let half = self.cubic.window() as f64 / 2.0;
+            self.cubic
+                .end_slow_start(self.pipe().map_or(half, |pipe| pipe.max(half)));
+        }
+    }
+    fn on_loss(&mut self, loss: &Loss) {
+        if loss.by_timeout {
+            // Nothing came back for a whole RTO: not a random loss, whatever the queue.
+            self.congestive_losses += 1;
+            self.cubic.on_loss(loss);
+            if let Some(pipe) = self.pipe() {
+                self.cubic.lift_ssthresh(pipe);
+            }
+            return;
+        }
+        if !self.loss_is_congestion() {
+            self.random_losses += 1;
+            self.random_loss += self.loss_gain * (1.0 - self.random_loss);
+            return;
+        }
+        self.congestive_losses += 1;
+        let before = self.cubic.window() as f64;
+        self.cubic.on_loss(loss);
+        if let Some(pipe) = self.pipe() {
+            // Each congestion event still takes `min_cut` off, so an over-estimated pipe
+            // cannot hold a queue full.
+            self.cubic
+                .lift_window(pipe.min(before * (1.0 - self.min_cut)).max(self.mss));
+        }
+    }
+    fn window(&self) -> u64 {
+        self.cubic.window()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_model::{MSS, Model, RATE, at, ms};
+    use super::*;
+
+    fn weft() -> Weft {
+        Weft::new(&WeftConfig::default(), Instant::ZERO, MSS)
+    }
+
+    fn cubic() -> Cubic {
+        Cubic::new(&CubicConfig::default(), Instant::ZERO, MSS)
+    }
+
+    #[test]
+    fn factory_builds_with_cubics_initial_window() {
+        let cc = WeftConfig::default().build(Instant::ZERO, 1200);
+        assert_eq!(cc.name(), "weft");
+        assert_eq!(cc.window(), 12_000);
+        assert_eq!(cc.pacing_rate(), None);
+        assert_eq!(WeftConfig::default().window(), WindowConfig::default());
+    }
+
+    #[test]
+    fn random_loss_keeps_the_link_full_where_cubic_starves() {
+        // 10 Mbit/s, 40 ms, every 10th request lost whatever the queue; 100 packets of buffer.
+        let mut lossy = Model::new(weft(), RATE, ms(40));
+        lossy.loss_every = Some(10);
+        lossy.buffer = Some(100 * MSS);
+        lossy.run(at(ms(20_000)));
+        let goodput = lossy.goodput(ms(5_000), ms(20_000));
+        assert!(goodput > 0.9 * RATE, "weft goodput {goodput}");
+        let (random, congestive) = lossy.cc.losses();
+        assert!(random > 10 * congestive, "random {random}, congestive {congestive}");
+        // The random-loss estimate finds the one-in-ten.
+        let p = lossy.cc.random_loss_rate();
+        assert!((0.06..0.14).contains(&p), "{p}");
+        // The same path under CUBIC: every loss is a reduction, and the Mathis bound
+        // (1.22 · MSS ÷ (RTT · √0.1) ≈ 0.3 · RATE here) holds it far below the link.
+        let mut reference = Model::new(cubic(), RATE, ms(40));
+        reference.loss_every = Some(10);
+        reference.buffer = Some(100 * MSS);
+        reference.run(at(ms(20_000)));
+        let cubic_goodput = reference.goodput(ms(5_000), ms(20_000));
+        assert!(cubic_goodput < 0.5 * RATE, "cubic goodput {cubic_goodput}");
+    }
+
+    #[test]
+    fn congestion_still_cuts_the_window_and_drains_the_queue() {
+        // No random loss, 100 packets of buffer: every loss is an overflow with a queue.
+        let mut m = Model::new(weft(), RATE, ms(40));
+        m.buffer = Some(100 * MSS);
+        m.rates.push((at(ms(10_000)), RATE / 2.0));
+        m.run(at(ms(20_000)));
+        let (random, congestive) = m.cc.losses();
+        assert!(congestive > 0);
+        assert_eq!(random, 0);
+        assert!(m.goodput(ms(3_000), ms(10_000)) > 0.95 * RATE);
+        // Half the rate: the window comes down with it, and the link stays full.
+        assert!(m.goodput(ms(12_000), ms(20_000)) > 0.95 * RATE / 2.0);
+        let window = m.cc.window() as f64;
+        let bdp = RATE / 2.0 * 0.040;
+        // At most the pipe plus the 100-packet buffer, and at least the pipe.
+        assert!(window < bdp + 100.0 * MSS as f64, "window {window}, bdp {bdp}");
+        assert!(window > 0.9 * bdp, "window {window}, bdp {bdp}");
+    }
+
+    #[test]
+    fn slow_start_ends_when_the_queue_appears() {
+        // An unbounded buffer and no loss: CUBIC would double forever; weft stops once the
+        // RTT rises past the threshold (40 ms ÷ 8 = 5 ms).
+        let mut m = Model::new(weft(), RATE, ms(40));
+        m.run(at(ms(3_000)));
+        assert!(!m.cc.cubic().in_slow_start());
+        // The overshoot of the last doubling (a 64 ms queue at 0.3 s) drains by half within
+        // a round trip, and congestion avoidance is slow to build the queue again.
+        let after_exit = m.mean_queue(ms(350), ms(600));
+        assert!(after_exit < 0.035, "mean queue {after_exit}");
+        assert!(m.goodput(ms(350), ms(3_000)) > 0.95 * RATE);
+        // CUBIC doubles on: with no loss to stop it, its queue only grows.
+        let mut reference = Model::new(cubic(), RATE, ms(40));
+        reference.run(at(ms(1_000)));
+        let cubic_queue = reference.mean_queue(ms(350), ms(600));
+        assert!(cubic_queue > 0.1, "cubic mean queue {cubic_queue}");
+    }
+
+    #[test]
+    fn losses_are_random_without_a_queue_and_congestion_with_one() {
+        let mut cc = weft();
+        // Ten packets delivered per 40 ms round trip: 312.5 kB/s, a pipe of 12.5 kB.
+        let mut delivered = 10 * MSS;
+        let mut arrival = |now: Instant, rtt: Duration| {
+            delivered += MSS;
+            DataArrival {
+                now,
+                sent: now - rtt,
+                bytes: MSS,
+                rtt,
+                smoothed_rtt: ms(40),
+                min_rtt: ms(40),
+                in_flight_bytes: 0,
+                delivered_bytes: delivered,
+                delivered_bytes_at_send: delivered.saturating_sub(10 * MSS),
+                delivered_time_at_send: now - ms(40),
+                app_limited: false,
+            }
+        };
+        let loss = |now: Instant| Loss {
+            now,
+            sent: now - ms(40),
+            lost_bytes: MSS,
+            in_flight_bytes: 0,
+            by_timeout: false,
+        };
+        // RTT at its minimum, the queue 0. The threshold: 40 ÷ 8 = 5 ms, but 3 packets of
+        // 1250 bytes at 312.5 kB/s take 12 ms.
+        cc.on_data(&arrival(at(ms(100)), ms(40)));
+        assert_eq!(cc.queue_threshold(), ms(12));
+        assert_eq!(cc.queue_delay(), Some(ms(0)));
+        let before = cc.window();
+        cc.on_loss(&loss(at(ms(101))));
+        assert_eq!((cc.window(), cc.losses()), (before, (1, 0)));
+        // 4 ms above: still random. The windowed minimum forgets the 40 ms sample after
+        // one minimum RTT.
+        cc.on_data(&arrival(at(ms(200)), ms(44)));
+        assert_eq!(cc.queue_delay(), Some(ms(4)));
+        cc.on_loss(&loss(at(ms(201))));
+        assert_eq!(cc.losses(), (2, 0));
+        assert!(cc.cubic().in_slow_start());
+        // 20 ms above: the queue ends slow start, the window back to the pipe (12.5 kB over
+        // 1 − p for the two random losses; half the window, 13 packets, is less).
+        cc.on_data(&arrival(at(ms(300)), ms(60)));
+        assert!(!cc.cubic().in_slow_start());
+        let pipe = cc.pipe().unwrap();
+        assert!((12_500.0..12_700.0).contains(&pipe), "{pipe}");
+        assert_eq!(cc.window(), pipe as u64);
+        // A loss now is congestion: CUBIC cuts to 0.7, and Westwood+'s floor lifts the
+        // window back toward the pipe, less the 5 % every congestion event takes at least.
+        cc.on_loss(&loss(at(ms(301))));
+        assert_eq!(cc.losses(), (2, 1));
+        assert_eq!(cc.cubic().ssthresh(), (0.7 * pipe) as u64);
+        assert_eq!(cc.window(), (0.95 * pipe as u64 as f64) as u64);
+    }
+
+    #[test]
+    fn timeout_collapses_and_slow_start_climbs_back_to_the_pipe() {
+        let mut m = Model::new(weft(), RATE, ms(40));
+        m.loss_every = Some(10);
+        m.buffer = Some(100 * MSS);
+        m.run(at(ms(5_000)));
+        let pipe = m.cc.pipe().unwrap();
+        // RATE · 40 ms = 50 kB, over (1 − p) for the random loss the model charges no rate for.
+        assert!((45_000.0..62_000.0).contains(&pipe), "{pipe}");
+        let now = m.now;
+        m.cc.on_loss(&Loss {
+            now,
+            sent: now - ms(300),
+            lost_bytes: MSS,
+            in_flight_bytes: 0,
+            by_timeout: true,
+        });
+        assert_eq!(m.cc.window(), MSS);
+        assert!(
+            m.cc.cubic().ssthresh() as f64 >= pipe.floor(),
+            "{}",
+            m.cc.cubic().ssthresh()
+        );
+    }
+
+    #[test]
+    fn windowed_extremum_forgets_old_samples() {
+        let mut min = WindowedExtremum::default();
+        min.push(at(ms(0)), 5u32, ms(10), |old, new| old < new);
+        min.push(at(ms(5)), 7, ms(10), |old, new| old < new);
+        assert_eq!(min.get(), Some(5));
+        min.push(at(ms(12)), 9, ms(10), |old, new| old < new);
+        assert_eq!(min.get(), Some(7));
+        min.push(at(ms(13)), 1, ms(10), |old, new| old < new);
+        assert_eq!(min.get(), Some(1));
+        // The last sample stays whatever its age.
+        min.push(at(ms(100)), 3, ms(10), |old, new| old < new);
+        assert_eq!(min.get(), Some(3));
+    }
+}
