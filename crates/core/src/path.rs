@@ -54,6 +54,8 @@ pub(crate) struct Sent {
     pub request_start: bool,
     /// Answered, declared lost, or abandoned.
     pub done: bool,
+    /// A timeout-recovery probe for a packet already delivered (see `record_probe`).
+    pub probe: bool,
 }
 
 /// Sequence number → pn: an open-addressing table with linear probing and a multiplicative
@@ -226,7 +228,12 @@ pub(crate) struct Path {
     pub next_send: Instant,
     pub delivered_bytes: u64,
     pub delivered_time: Instant,
+    /// Retransmission timeouts since the path last sent data; while non-zero the path is in
+    /// timeout recovery and takes no new requests (see `cwnd_packets`).
     pub consecutive_timeouts: u32,
+    /// The sequence number of the latest request this path answered, which its timeout
+    /// probes ask for again.
+    last_answered: Option<u64>,
     /// Distinct packets this path delivered first.
     delivered_packets: u64,
     /// The estimates changed since the last view was written.
@@ -287,6 +294,7 @@ impl Path {
             delivered_bytes: 0,
             delivered_time: now,
             consecutive_timeouts: 0,
+            last_answered: None,
             delivered_packets: 0,
             view_stale: true,
             view_dirty: true,
@@ -319,9 +327,18 @@ impl Path {
         self.in_flight
     }
 
-    /// Congestion window in packets of `packet_size` (at least one).
+    /// Requests the scheduler may have in flight on the path: its congestion window in
+    /// packets of `packet_size` (at least one). In timeout recovery, none: the download
+    /// probes the path itself (`probe_seq`), so that no packet anyone waits for is held by a
+    /// path that may be dead; a path that has answered nothing yet cannot be probed that way
+    /// and keeps RFC 5681 §3.1's loss window of one request. Either way a controller that
+    /// does not collapse its window on a timeout cannot pour a window into a silent path.
     pub fn cwnd_packets(&self) -> u64 {
-        self.cwnd
+        match (self.consecutive_timeouts, self.last_answered) {
+            (0, _) => self.cwnd,
+            (_, Some(_)) => 0,
+            (_, None) => 1,
+        }
     }
 
     /// Re-reads the controller's window after it saw an event.
@@ -337,7 +354,7 @@ impl Path {
     }
 
     pub fn can_send(&self, now: Instant) -> bool {
-        self.is_established() && self.in_flight_count() < self.cwnd && self.next_send <= now
+        self.is_established() && self.in_flight_count() < self.cwnd_packets() && self.next_send <= now
     }
 
     /// The scheduler's read-only picture of this path.
@@ -358,7 +375,7 @@ impl Path {
         } else if !self.view_dirty && (out.can_send || self.next_send <= self.view_at) {
             // Nothing shown changed, and `now` ≥ `view_at` cannot change `can_send`.
             debug_assert!(
-                out.cwnd == self.cwnd
+                out.cwnd == self.cwnd_packets()
                     && out.in_flight == self.in_flight_count()
                     && out.can_send == self.can_send(now)
                     && out.delivered == self.delivered_packets,
@@ -366,7 +383,7 @@ impl Path {
             );
             return;
         }
-        out.cwnd = self.cwnd;
+        out.cwnd = self.cwnd_packets();
         out.in_flight = self.in_flight_count();
         out.can_send = self.can_send(now);
         out.delivered = self.delivered_packets;
@@ -396,7 +413,7 @@ impl Path {
             loss_rate,
             delivery_rate: self.rate.rate(),
             expected_time: expected_transmission_time(srtt, rto, loss_rate),
-            cwnd: self.cwnd,
+            cwnd: self.cwnd_packets(),
             in_flight: self.in_flight_count(),
             can_send: false,
             delivered: self.delivered_packets,
@@ -433,6 +450,7 @@ impl Path {
             app_limited,
             request_start: false,
             done: false,
+            probe: false,
         });
         if self.oldest_sent.is_none() {
             // The ledger was empty: this is now the oldest request in flight.
@@ -472,12 +490,17 @@ impl Path {
     pub fn on_data(&mut self, ps: &mut PathStats, now: Instant, pn: Option<u64>, bytes: u64) -> Option<Duration> {
         ps.packets += 1;
         ps.bytes += bytes;
-        self.consecutive_timeouts = 0;
+        if self.consecutive_timeouts > 0 {
+            // The path answered: timeout recovery ends (and its window with it).
+            self.consecutive_timeouts = 0;
+            self.view_dirty = true;
+        }
         let pn = pn?;
         self.in_flight -= 1;
         self.view_dirty = true;
         let entry = *self.entry_mut(pn)?;
         self.entry_mut(pn)?.done = true;
+        self.last_answered = Some(entry.seq);
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         self.largest_answered = Some(self.largest_answered.map_or(pn, |l| l.max(pn)));
         let rtt = now - entry.sent;
@@ -524,10 +547,16 @@ impl Path {
         }
         entry.done = true;
         let entry = *entry;
-        // The download takes the returned number off its records.
         self.in_flight -= 1;
         self.view_dirty = true;
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
+        if entry.probe {
+            // Nobody waits for a probe's packet: nothing to requeue, and no congestion signal
+            // (only timeouts after the first of a series lose probes).
+            self.in_flight_spill.remove(entry.seq);
+            return None;
+        }
+        // The download takes the returned number off its records.
         if congestion {
             self.invalidate_view();
             ps.losses += 1;
@@ -577,8 +606,49 @@ impl Path {
         Some(oldest.sent + self.rto)
     }
 
-    /// Retransmission timeout (RFC 6298 §5.4–5.6): every request older than one RTO is lost,
-    /// and the RTO backs off. Returns whether the timer fired.
+    /// The packet to probe this path with, when it is in timeout recovery with nothing in
+    /// flight: the latest one it delivered, which nobody needs any more (RFC 9002 §6.2.4 lets
+    /// a probe carry data sent before). Sent on the path's own timer, probes back off with
+    /// the RTO; any answer ends the recovery.
+    pub fn probe_seq(&self) -> Option<u64> {
+        let idle = self.consecutive_timeouts > 0 && self.in_flight == 0 && self.is_established();
+        self.last_answered.filter(|_| idle)
+    }
+
+    /// Sends a probe for `seq` (of `bytes`), a packet already delivered: it is in flight on
+    /// this path only (in `in_flight_spill`, which finds its answer), never a copy the
+    /// download counts, so its loss requeues nothing. Returns its pn.
+    pub fn record_probe(&mut self, ps: &mut PathStats, now: Instant, seq: u64, bytes: u64) -> u64 {
+        let pn = self.record_request(ps, now, seq, bytes, true);
+        if let Some(entry) = self.entry_mut(pn) {
+            entry.probe = true;
+        }
+        self.in_flight_spill.insert(seq, pn);
+        pn
+    }
+
+    /// Retransmission timeout (RFC 6298 §5.4–5.6); the RTO backs off. Returns whether the
+    /// timer fired.
+    ///
+    /// The first timeout of a series loses the requests older than one RTO (the oldest,
+    /// usually), as TCP retransmits the earliest segment, and is one congestion signal (RFC
+    /// 5681 §3.1). The rest stay in flight. The path takes no new requests meanwhile (see
+    /// `cwnd_packets`), so an answer before the next timeout answers a request sent before
+    /// this one: F-RTO's proof of a spurious timeout (RFC 5682 §2.1 step 3b, an
+    /// acknowledgment for data that was not retransmitted), which ends the recovery. A delay
+    /// spike, or a queue grown faster than the RTO, thus costs one request, not a window of
+    /// needless losses and duplicates; real losses among those still in flight are left to
+    /// reorder detection. (Losing everything on every timeout was tried: on loss-free paths
+    /// whose queue keeps the RTT just under the RTO it declared hundreds of losses.)
+    ///
+    /// A second timeout with no answer between shows the path silent for three RTOs: every
+    /// request in flight is lost and goes back to the queue for the other paths
+    /// (conventional RTO recovery), and the path is probed (`probe_seq`) until it answers.
+    /// Holding them (the rule once was "lose what is older than one RTO" at every timeout)
+    /// let a stalled path keep hundreds of requests that would never be answered, and stall
+    /// in-order delivery until six timeouts failed it. Later timeouts of the series are no
+    /// new congestion signal: they time out what this one already covered, or the probes,
+    /// and RFC 5681 §3.1 holds ssthresh constant when retransmissions time out again.
     pub fn on_rto(&mut self, ps: &mut PathStats, now: Instant, lost: &mut Vec<u64>) -> bool {
         let Some(deadline) = self.rto_deadline() else {
             return false;
@@ -586,21 +656,23 @@ impl Path {
         if deadline > now {
             return false;
         }
-        let rto = self.rto;
-        let mut first = true;
+        let first_of_series = self.consecutive_timeouts == 0;
+        // Every request in flight from the second timeout on.
+        let older_than = if first_of_series { self.rto } else { Duration::ZERO };
+        let mut signal = first_of_series;
         for pn in self.base_pn..self.next_pn {
             let Some(entry) = self.entry_mut(pn) else { break };
             if entry.done {
                 continue;
             }
-            if entry.sent + rto > now {
+            if entry.sent + older_than > now {
                 break;
             }
             // One timeout is one congestion signal, whatever number of requests it covers.
-            if let Some(seq) = self.settle_lost(ps, now, pn, true, first) {
+            if let Some(seq) = self.settle_lost(ps, now, pn, true, signal) {
                 lost.push(seq);
+                signal = false;
             }
-            first = false;
         }
         self.trim();
         self.rtt.back_off();
@@ -627,7 +699,8 @@ impl Path {
         self.trim();
     }
 
-    /// Abandons every request in flight (path failed, removed, or its session reset).
+    /// Abandons every request in flight (path failed, removed, or its session reset). A reset
+    /// session starts afresh: the server answered, so any timeout recovery is over.
     pub fn abandon_all(&mut self, ps: &mut PathStats, now: Instant, lost: &mut Vec<u64>) {
         for pn in self.base_pn..self.next_pn {
             if let Some(seq) = self.settle_lost(ps, now, pn, false, false) {
@@ -635,6 +708,8 @@ impl Path {
             }
         }
         self.outbox.clear();
+        self.consecutive_timeouts = 0;
+        self.view_dirty = true;
         self.trim();
     }
 

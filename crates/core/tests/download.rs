@@ -334,3 +334,120 @@ proptest! {
         prop_assert!(n as u64 <= LENGTH);
     }
 }
+
+/// Packets in the content of the timeout tests: more than the requests they send.
+const LONG: u64 = 100;
+
+/// A DATA for packet `seq` of a `LONG`-packet content.
+fn long_data(conn_id: u64, seq: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    wire::encode_data(
+        &mut b,
+        &wire::Data {
+            conn_id,
+            request_id: 0,
+            seq,
+            payload: &[seq as u8; PACKET as usize],
+        },
+    )
+    .unwrap();
+    b
+}
+
+fn ms(n: u64) -> Instant {
+    Instant::ZERO + Duration::from_millis(n)
+}
+
+/// One established path of a `LONG`-packet download whose requests went out at 20, 40, 60
+/// and 80 ms as answers to the oldest five came in (a window growing in slow start). Returns
+/// the download, the path, its connection id and the numbers still in flight, grouped by
+/// when they were sent, the oldest first.
+fn four_rounds() -> (Download, PathId, u64, Vec<Vec<u64>>) {
+    let config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    let mut d = Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap();
+    let p = add(&mut d);
+    let conn_id = conn_id_of_hello(&transmits(&mut d, Instant::ZERO)[0].1);
+    d.handle_datagram(ms(20), p, &welcome(conn_id, LONG * u64::from(PACKET), 1400));
+    let mut rounds = vec![requested(&transmits(&mut d, ms(20)))];
+    for t in [40, 60, 80] {
+        let mut answered = 0;
+        while answered < 5 {
+            let seq = rounds[0].remove(0);
+            d.handle_datagram(ms(t), p, &long_data(conn_id, seq));
+            answered += 1;
+            if rounds[0].is_empty() {
+                rounds.remove(0);
+            }
+        }
+        rounds.push(requested(&transmits(&mut d, ms(t))));
+    }
+    assert_eq!(rounds.len(), 3, "three rounds in flight: {rounds:?}");
+    assert_eq!(d.stats().losses, 0);
+    (d, p, conn_id, rounds)
+}
+
+#[test]
+fn a_spurious_timeout_loses_the_oldest_requests_only() {
+    let (mut d, p, conn_id, rounds) = four_rounds();
+    let in_flight: Vec<u64> = rounds.concat();
+    // A delay spike: nothing comes back until the timer fires, one RTO after the oldest round.
+    let fire = d.poll_timeout().expect("requests in flight arm the timer");
+    d.handle_timeout(fire);
+    assert_eq!(d.stats().paths[0].timeouts, 1);
+    assert_eq!(
+        d.stats().losses,
+        rounds[0].len() as u64,
+        "only the requests older than one RTO are lost, not all {}",
+        in_flight.len()
+    );
+    assert!(
+        requested(&transmits(&mut d, fire)).is_empty(),
+        "in timeout recovery the path takes no new requests"
+    );
+    // The spike ends: every request comes back, the ones given up included.
+    let late = fire + Duration::from_millis(30);
+    for &seq in &in_flight {
+        d.handle_datagram(late, p, &long_data(conn_id, seq));
+    }
+    let s = d.stats();
+    assert_eq!(s.losses, rounds[0].len() as u64, "no request still in flight was lost");
+    assert_eq!(s.duplicates, 0);
+    assert_eq!(s.packets_delivered, rounds.concat().iter().max().unwrap() + 1);
+    // Recovery is over: the path asks for new numbers, none of those it already had.
+    let next = requested(&transmits(&mut d, late));
+    assert!(
+        !next.is_empty() && next.iter().all(|seq| !in_flight.contains(seq)),
+        "{next:?}"
+    );
+    assert!(d.poll_timeout().is_some_and(|t| t > late));
+}
+
+#[test]
+fn a_second_timeout_gives_back_every_request_and_probes_with_a_delivered_packet() {
+    let (mut d, p, conn_id, rounds) = four_rounds();
+    let first = d.poll_timeout().unwrap();
+    d.handle_timeout(first);
+    assert_eq!(d.stats().losses, rounds[0].len() as u64);
+    // Still silent one backed-off RTO after the second round was sent: the path has lost
+    // everything it held, not only the requests older than that RTO (the third round).
+    let second = d.poll_timeout().unwrap();
+    d.handle_timeout(second);
+    assert_eq!(d.stats().paths[0].timeouts, 2);
+    assert_eq!(d.stats().losses, rounds.concat().len() as u64);
+    // It is probed with the last packet it delivered, which holds up nothing.
+    let delivered = d.stats().packets_delivered;
+    let probe = requested(&transmits(&mut d, second));
+    assert_eq!(probe.len(), 1);
+    assert!(probe[0] < delivered, "probe {probe:?}, {delivered} delivered");
+    // A lost probe requeues nothing; the next one goes out at the next, backed-off, timeout.
+    let third = d.poll_timeout().unwrap();
+    assert!(third - second > second - first, "the probes back off");
+    d.handle_timeout(third);
+    assert_eq!(d.stats().losses, rounds.concat().len() as u64);
+    assert_eq!(requested(&transmits(&mut d, third)), probe);
+    // The answer ends the recovery: the path asks for what it had given up, oldest first.
+    d.handle_datagram(third + Duration::from_millis(20), p, &long_data(conn_id, probe[0]));
+    assert_eq!(d.stats().duplicates, 1);
+    let resumed = requested(&transmits(&mut d, third + Duration::from_millis(20)));
+    assert_eq!(resumed.first(), rounds[0].first(), "{resumed:?}");
+}
