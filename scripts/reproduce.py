@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Re-run the paper-reproduction scenarios and regenerate docs/figures/.
 
-For every scenarios/pscheduler-*.toml and scenarios/mprd-*.toml this runs
+For every scenarios/pscheduler-*.toml, scenarios/mprd-*.toml and scenarios/kondo-*.toml this
+runs
 
     pcdn sim scenarios/STEM.toml --json [--plot docs/figures/STEM]
 
@@ -58,12 +59,12 @@ def stems():
     names = sorted(
         f[:-5]
         for f in os.listdir(SCENARIOS)
-        if f.endswith(".toml") and (f.startswith("pscheduler-") or f.startswith("mprd-"))
+        if f.endswith(".toml") and f.startswith(("pscheduler-", "mprd-", "kondo-"))
     )
 
     def key(stem):
         # Pscheduler before MPRD, then figure number, then numeric suffix (2servers < 10servers).
-        paper = 0 if stem.startswith("pscheduler") else 1
+        paper = 0 if stem.startswith("pscheduler") else 1 if stem.startswith("mprd") else 2
         parts = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", stem)]
         return (paper, parts)
 
@@ -223,6 +224,47 @@ def md_table(rows, group=None, cdn=False, isolated=False):
     return md(head, body)
 
 
+PLAYER_COLUMNS = [
+    ("goodput Mbit/s", lambda r: fmt(r["goodput_mbps"], ".2f")),
+    ("first frame s", lambda r: fmt(r["player"]["first_frame_s"], ".2f")),
+    ("rebuffers", lambda r: fmt(r["player"]["rebuffer_count"], ".1f")),
+    ("rebuffer ratio", lambda r: fmt(r["player"]["rebuffer_ratio"], ".3f")),
+    ("stall %", lambda r: fmt(r["player"]["stall_percentage"], ".1f")),
+    ("GOP pause %", lambda r: fmt(r["player"]["gop_pause_percentage"], ".1f")),
+    ("frames discarded", lambda r: fmt(r["player"]["frames_discarded"], ".1f")),
+    ("jump rate", lambda r: fmt(r["player"]["jump_to_cdn_rate"], ".3f")),
+    ("CDN share", lambda r: fmt(r["cdn_share"], ".3f")),
+    ("req waste", lambda r: fmt(r["request_waste"], ".4f")),
+]
+
+
+def player_table(rows, group=None):
+    """The player's QoE per row (scenarios with a [video]); GROUP as in md_table."""
+    head = ["scheduler", "cc"] + ([group[1]] if group else []) + [c[0] for c in PLAYER_COLUMNS] + [DONE[0]]
+    body = []
+    for r in rows:
+        if r.get("player") is None:
+            continue
+        cells = [r["scheduler"], r["cc"]] + ([str(r[group[0]])] if group else [])
+        body.append(cells + [c[1](r) for c in PLAYER_COLUMNS] + [DONE[1](r)])
+    return md(head, body)
+
+
+def pivot(rows, metric, columns, label):
+    """One line per scheduler, one column per value of COLUMNS (a row field): METRIC of the
+    player, for the per-scheduler × per-cc or per-bitrate views of the papers' figures."""
+    values = []
+    for r in rows:
+        if r[columns] not in values:
+            values.append(r[columns])
+    lines = {}
+    for r in rows:
+        lines.setdefault(r["scheduler"], {})[r[columns]] = r["player"][metric]
+    head = ["scheduler"] + [f"{label} {v}" if label else str(v) for v in values]
+    body = [[s] + [fmt(cells.get(v), ".1f") for v in values] for s, cells in lines.items()]
+    return md(head, body)
+
+
 def rel(a, b):
     """Change of a against b in percent, or None."""
     if a is None or b is None or b == 0:
@@ -368,6 +410,28 @@ def blocks():
         rows = load_rows(stem)
         if rows is not None:
             out[stem] = cmds([stem]) + "\n" + md_table(by_scheduler(rows), ("sweep", header)) + "\n"
+
+    # The player scenarios: full QoE tables, and the papers' views of them.
+    for stem, group in [("mprd-fig8a", ("sweep", "bitrate")), ("pscheduler-player", ("sweep", "bitrate"))]:
+        rows = load_rows(stem)
+        if rows is None:
+            out[stem] = cmds([stem]) + "\n(no rows)\n"
+            continue
+        out[stem] = cmds([stem]) + "\n" + player_table(no_default(by_scheduler(rows)), group) + "\n"
+        out[stem + ":pauses"] = pivot(rows, "gop_pause_percentage", "sweep", "") + "\n"
+    kondo = [f"kondo-{x}" for x in "abcde"]
+    kondo_rows = {k: load_rows(k) for k in kondo}
+    if all(v is not None for v in kondo_rows.values()):
+        out["kondo"] = cmds(kondo) + "\n"
+        for k, rows in kondo_rows.items():
+            letter = k[-1].upper()
+            out["kondo"] += (
+                f"\n**Scenario {letter}: buffer underflows** (rebuffer count; rows: scheduler, columns: cc)\n\n"
+                + pivot(rows, "rebuffer_count", "cc", "")
+                + f"\n\n**Scenario {letter}: picture discard** (frames)\n\n"
+                + pivot(rows, "frames_discarded", "cc", "")
+                + "\n"
+            )
 
     fig18 = grouped("pscheduler-fig18", "paths", "paths")
     out["pscheduler-fig18"] = (

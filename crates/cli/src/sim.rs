@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pcdn_sim::scenario::{Row, Scenario};
+use pcdn_sim::scenario::{FullRow, PlayerRow, Scenario};
 
 /// The scenario `pcdn sim` runs without a FILE.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.toml");
@@ -78,7 +78,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     } else {
         ProgressBar::hidden()
     };
-    let rows = scenario.run(args.threads, &|| progress.inc(1));
+    let rows = scenario.run_full(args.threads, &|| progress.inc(1));
     progress.finish_and_clear();
     let rows = rows?;
 
@@ -111,10 +111,10 @@ pub fn print_list() {
 struct Column {
     header: String,
     right: bool,
-    cell: Box<dyn Fn(&Row) -> String>,
+    cell: Box<dyn Fn(&FullRow) -> String>,
 }
 
-fn column(header: &str, right: bool, cell: impl Fn(&Row) -> String + 'static) -> Column {
+fn column(header: &str, right: bool, cell: impl Fn(&FullRow) -> String + 'static) -> Column {
     Column {
         header: header.to_owned(),
         right,
@@ -122,31 +122,57 @@ fn column(header: &str, right: bool, cell: impl Fn(&Row) -> String + 'static) ->
     }
 }
 
-/// The rows as an aligned table under a one-line title.
-fn table(scenario: &Scenario, rows: &[Row]) -> String {
+/// The rows as an aligned table under a one-line title; with a `[video]`, the player's QoE
+/// follows the transport's metrics.
+fn table(scenario: &Scenario, rows: &[FullRow]) -> String {
     let mut columns = vec![
-        column("scheduler", false, |r| r.scheduler.clone()),
-        column("cc", false, |r| r.cc.clone()),
+        column("scheduler", false, |r| r.row.scheduler.clone()),
+        column("cc", false, |r| r.row.cc.clone()),
     ];
     if let Some(key) = &scenario.sweep_key {
-        columns.push(column(key, false, |r| r.sweep.clone().unwrap_or_default()));
+        columns.push(column(key, false, |r| r.row.sweep.clone().unwrap_or_default()));
     }
     columns.extend([
-        column("goodput Mbit/s", true, |r| format!("{:.2}", r.goodput_mbps)),
-        column("capacity Mbit/s", true, |r| format!("{:.2}", r.capacity_mbps)),
-        column("aggregation", true, |r| format!("{:.3}", r.aggregation)),
-        column("ofo mean kB", true, |r| format!("{:.1}", r.ofo_mean_bytes / 1e3)),
-        column("ofo max kB", true, |r| format!("{:.1}", r.ofo_max_bytes / 1e3)),
-        column("wait mean ms", true, |r| format!("{:.2}", r.wait_mean_ms)),
-        column("wait p99 ms", true, |r| format!("{:.2}", r.wait_p99_ms)),
+        column("goodput Mbit/s", true, |r| format!("{:.2}", r.row.goodput_mbps)),
+        column("capacity Mbit/s", true, |r| format!("{:.2}", r.row.capacity_mbps)),
+        column("aggregation", true, |r| format!("{:.3}", r.row.aggregation)),
+        column("ofo mean kB", true, |r| format!("{:.1}", r.row.ofo_mean_bytes / 1e3)),
+        column("ofo max kB", true, |r| format!("{:.1}", r.row.ofo_max_bytes / 1e3)),
+        column("wait mean ms", true, |r| format!("{:.2}", r.row.wait_mean_ms)),
+        column("wait p99 ms", true, |r| format!("{:.2}", r.row.wait_p99_ms)),
         column("completion s", true, |r| {
-            r.completion_s.map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
+            r.row.completion_s.map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
         }),
-        column("waste", true, |r| format!("{:.3}", r.waste)),
-        column("req waste", true, |r| format!("{:.3}", r.request_waste)),
-        column("cdn share", true, |r| format!("{:.3}", r.cdn_share)),
-        column("completed", true, |r| format!("{}/{}", r.completed, r.repeats)),
+        column("waste", true, |r| format!("{:.3}", r.row.waste)),
+        column("req waste", true, |r| format!("{:.3}", r.row.request_waste)),
+        column("cdn share", true, |r| format!("{:.3}", r.row.cdn_share)),
+        column("completed", true, |r| format!("{}/{}", r.row.completed, r.row.repeats)),
     ]);
+    if rows.iter().any(|r| r.player.is_some()) {
+        let player =
+            |f: fn(&PlayerRow) -> String| move |r: &FullRow| r.player.as_ref().map_or_else(|| "-".to_owned(), f);
+        columns.extend([
+            column(
+                "first frame s",
+                true,
+                player(|p| p.first_frame_s.map_or_else(|| "-".to_owned(), |s| format!("{s:.2}"))),
+            ),
+            column("rebuffers", true, player(|p| format!("{:.1}", p.rebuffer_count))),
+            column("rebuffer ratio", true, player(|p| format!("{:.3}", p.rebuffer_ratio))),
+            column("stall %", true, player(|p| format!("{:.1}", p.stall_percentage))),
+            column(
+                "gop pause %",
+                true,
+                player(|p| format!("{:.1}", p.gop_pause_percentage)),
+            ),
+            column(
+                "frames discarded",
+                true,
+                player(|p| format!("{:.1}", p.frames_discarded)),
+            ),
+            column("jump rate", true, player(|p| format!("{:.3}", p.jump_to_cdn_rate))),
+        ]);
+    }
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| columns.iter().map(|c| (c.cell)(r)).collect())

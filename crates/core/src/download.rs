@@ -22,6 +22,7 @@
 use crate::cc::Controller;
 use crate::manifest::{Manifest, ManifestError};
 use crate::path::{Path, PathId, PathState, PathStats, ServerInfo};
+use crate::player::{Player, PlayerConfig, SpecError};
 use crate::scheduler::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
 use crate::stats::{Stats, TaskStats};
 use crate::time::{Duration, Instant};
@@ -66,6 +67,11 @@ pub struct DownloadConfig {
     /// With `verify`: a path that was the only source of this many failed blocks, none of
     /// them verified since, is banned.
     pub max_unresolved_strikes: u32,
+    /// A video player fed the in-order bytes (the video is the content from byte 0): its play
+    /// deadlines and buffer are shown to the scheduler, its QoE lands in `Stats::player`, and
+    /// with `jump_to_cdn` a segment it gives up on is fetched from origin paths only. The
+    /// viewer presses play when the first path is added.
+    pub video: Option<PlayerConfig>,
 }
 
 impl DownloadConfig {
@@ -85,6 +91,7 @@ impl DownloadConfig {
             seed: 0,
             verify: None,
             max_unresolved_strikes: 4,
+            video: None,
         }
     }
 }
@@ -128,6 +135,10 @@ pub enum ConfigError {
     ReorderBufferBelowBlock { reorder_buffer: u64, block_size: u32 },
     #[error("max_unresolved_strikes is 0: it must be at least 1")]
     NoStrikes,
+    #[error("{0}")]
+    Video(#[from] SpecError),
+    #[error("the video is {video_bytes} bytes, longer than the content's {content_length}")]
+    VideoTooLong { video_bytes: u64, content_length: u64 },
 }
 
 /// Something the application should know.
@@ -269,6 +280,11 @@ pub struct Download {
     /// The cursor does not pass this sequence number: the end of the verified blocks from the
     /// cursor on, or `u64::MAX` without a manifest.
     deliver_limit: u64,
+    /// The player, from the first `add_path` on (with `DownloadConfig::video`).
+    player: Option<Player>,
+    /// Sequence numbers that only origin paths may be asked for: the rest of each segment the
+    /// player jumped to the CDN. Ranges wholly behind the cursor are dropped.
+    origin_only: Vec<Range<u64>>,
 }
 
 impl std::fmt::Debug for Download {
@@ -319,6 +335,16 @@ impl Download {
         }
         if let Some(manifest) = &config.verify {
             verify::check_config(&config, manifest)?;
+        }
+        if let Some(video) = &config.video {
+            video.spec.validate()?;
+            let video_bytes = video.spec.total_bytes();
+            if video_bytes > length {
+                return Err(ConfigError::VideoTooLong {
+                    video_bytes,
+                    content_length: length,
+                });
+            }
         }
         let mut needed = 0;
         let mut counted_to = 0;
@@ -385,6 +411,8 @@ impl Download {
             maybe_connecting: false,
             verify: verifier,
             deliver_limit,
+            player: None,
+            origin_only: Vec::new(),
         };
         download.start_task(Instant::ZERO, 0);
         // An empty content (or empty first tasks) is complete before anything is sent.
@@ -397,6 +425,16 @@ impl Download {
         let id = PathId(self.next_path_id);
         self.next_path_id += 1;
         self.maybe_connecting = true;
+        if self.player.is_none()
+            && let Some(video) = &self.config.video
+        {
+            let player = Player::new(video.spec.clone(), now).expect("validated in Download::new");
+            self.player = Some(match video.jump_to_cdn {
+                Some(rule) => player.with_jump_to_cdn(rule),
+                None => player,
+            });
+            self.sync_player(now);
+        }
         self.views_valid = false;
         let conn_id = self.rng.random::<u64>();
         self.stats.paths.push(PathStats {
@@ -467,6 +505,99 @@ impl Download {
     /// Name of the scheduler deciding the requests.
     pub fn scheduler_name(&self) -> &'static str {
         self.scheduler.name()
+    }
+
+    /// The player (with `DownloadConfig::video`), once the first path was added.
+    pub fn player(&self) -> Option<&Player> {
+        self.player.as_ref()
+    }
+
+    /// Moves the player's clock to `now` with no other input, e.g. to play out what is
+    /// buffered once the download is complete; `Stats::player` follows.
+    pub fn advance_player(&mut self, now: Instant) {
+        self.sync_player(now);
+    }
+
+    /// Advances the player to `now`, applies its jump-to-CDN decision and refreshes
+    /// `Stats::player`.
+    fn sync_player(&mut self, now: Instant) {
+        let origin_up = self.origin_established();
+        let Some(player) = self.player.as_mut() else { return };
+        player.advance(now);
+        // A jump needs an origin to jump to: without one the rule waits, and records nothing.
+        let jump = if origin_up && !self.done {
+            player.should_jump(now)
+        } else {
+            None
+        };
+        if let Some(segment) = jump {
+            self.jump_to_origin(segment);
+        }
+        let cursor = self.cursor;
+        self.origin_only.retain(|r| r.end > cursor);
+        self.stats.player = self.player.as_ref().map(Player::stats);
+    }
+
+    /// The rest of `segment`, from the cursor on, may only be asked of origin paths from now
+    /// on. Its requests in flight on edges alone go back to the queue for the origin: the
+    /// player is about to stall, and an edge that made it jump may be slow to answer or to
+    /// have its losses detected.
+    fn jump_to_origin(&mut self, segment: u64) {
+        let Some(player) = self.player.as_ref() else { return };
+        let bytes = player.spec().segment_bytes(segment);
+        let start = self.cursor.max(bytes.start / self.packet_size);
+        let end = bytes.end.div_ceil(self.packet_size).min(self.total_seqs);
+        if start >= end {
+            return;
+        }
+        self.origin_only.push(start..end);
+        for seq in start..end.min(self.next_new) {
+            let Some(i) = self.slot_index(seq) else { continue };
+            let slot = self.slots[i];
+            if slot.received || slot.copies == 0 {
+                continue;
+            }
+            let on_origin =
+                (0..self.paths.len()).any(|index| self.paths[index].info.origin && self.in_flight_on(index, seq));
+            if !on_origin {
+                self.holes.insert(seq);
+            }
+        }
+    }
+
+    /// Some origin path can take requests.
+    fn origin_established(&self) -> bool {
+        self.paths.iter().any(|p| p.info.origin && p.is_established())
+    }
+
+    /// Jumped segments are held to origin paths only while one is established: without, the
+    /// edges fetch them rather than nobody.
+    fn origin_only_enforced(&self) -> bool {
+        !self.origin_only.is_empty() && self.origin_established()
+    }
+
+    /// `seq` may only be asked of an origin path.
+    fn is_origin_only(&self, seq: u64) -> bool {
+        self.origin_only_enforced() && self.origin_only.iter().any(|r| r.contains(&seq))
+    }
+
+    /// When the player's jump-to-CDN rule may next fire with nothing else happening: when the
+    /// buffer drains below its threshold, else just after the buffer runs dry.
+    fn player_wakeup(&self) -> Option<Instant> {
+        let player = self.player.as_ref()?;
+        let rule = player.jump_rule()?;
+        if self.done {
+            return None;
+        }
+        let dry = player.runs_dry_at()?;
+        let below = dry - rule.buffer_below;
+        // A stall is only seen strictly after the buffer runs dry.
+        let t = if below > self.now {
+            below
+        } else {
+            dry + Duration::from_nanos(1)
+        };
+        (t > self.now).then_some(t)
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -688,6 +819,10 @@ impl Download {
         if !self.config.keep_data {
             self.release_below(self.cursor);
         }
+        if let Some(player) = self.player.as_mut() {
+            let in_order = (self.cursor * self.packet_size).min(self.config.content_length);
+            player.on_delivered(now, in_order);
+        }
     }
 
     fn start_task(&mut self, now: Instant, index: usize) {
@@ -837,6 +972,9 @@ impl Download {
                 PathState::Failed => {}
             }
         }
+        if let Some(t) = self.player_wakeup() {
+            consider(t);
+        }
         earliest
     }
 
@@ -847,6 +985,9 @@ impl Download {
     /// Timers: handshake retries, retransmission timeouts, and path failure.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
+        if self.player.is_some() {
+            self.sync_player(now);
+        }
         for index in 0..self.paths.len() {
             match self.paths[index].state {
                 PathState::Connecting {
@@ -863,11 +1004,32 @@ impl Download {
                     self.lost_scratch = lost;
                     if fired && self.paths[index].consecutive_timeouts >= self.config.max_consecutive_timeouts {
                         self.fail(now, index, PathError::Timeout);
+                    } else if fired {
+                        self.probe(now, index);
                     }
                 }
                 _ => {}
             }
         }
+    }
+
+    /// A path in timeout recovery with nothing in flight asks again for a packet it delivered
+    /// (`Path::probe_seq`): an answer shows it alive, and a probe never holds a packet the
+    /// download waits for, as a scheduler's request would for as long as the backed-off RTO.
+    fn probe(&mut self, now: Instant, index: usize) {
+        if self.done {
+            return;
+        }
+        let Some(seq) = self.paths[index].probe_seq() else {
+            return;
+        };
+        let bytes = self.packet_len(seq);
+        let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
+        self.paths[index].record_probe(ps, now, seq, bytes);
+        if self.paths[index].outbox.len() == 1 {
+            self.outboxes += 1;
+        }
+        self.stats.requests_sent += 1;
     }
 
     /// End (exclusive) of the new sequence numbers the reorder buffer lets us request now.
@@ -883,6 +1045,9 @@ impl Download {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.now = self.now.max(now);
         buf.clear();
+        if self.player.is_some() {
+            self.sync_player(now);
+        }
         if let Some((path, datagram)) = self.control.pop_front() {
             buf.extend_from_slice(&datagram);
             return Some(Transmit { path, len: buf.len() });
@@ -969,6 +1134,15 @@ impl Download {
         if self.verify.as_ref().is_some_and(|v| v.has_parole()) {
             self.apply_parole(now, &mut views);
         }
+        if self.origin_only_enforced() && self.origin_only.iter().any(|r| r.start <= self.cursor) {
+            // Jump to CDN (Pscheduler §III-A): the head of the queue may only come from the
+            // origin, so the scheduler sees the origin paths alone (and every path again once
+            // the jumped segment is behind the cursor: the views are rebuilt then).
+            let mut keep = views.iter().map(|v| v.origin);
+            self.view_index.retain(|_| keep.next().expect("one flag per view"));
+            views.retain(|v| v.origin);
+            self.views_valid = false;
+        }
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;
@@ -997,7 +1171,8 @@ impl Download {
                 in_flight: &lookup,
                 packet_size: self.packet_size,
                 reorder_limit: new_end,
-                player_buffer: None,
+                player_buffer: self.player.as_ref().map(|p| p.buffer_level(now)),
+                player: self.player.as_ref(),
             };
             let Some(pick) = self.scheduler.next(&view) else { break };
             // Only established paths have views, and only they can take a pick.
@@ -1053,6 +1228,9 @@ impl Download {
             return false;
         }
         if self.in_flight_on(index, seq) {
+            return false;
+        }
+        if !self.origin_only.is_empty() && !self.paths[index].info.origin && self.is_origin_only(seq) {
             return false;
         }
         if seq >= self.next_new {

@@ -30,8 +30,12 @@
 //!   the video's GOPs. A GOP that starts exactly where a stall froze the playhead is due when
 //!   playback resumes. This is stricter than the rebuffer count: a GOP that completes while its
 //!   first frames play is a pause for MPRD but not a stall.
+//! - **Picture discard** (Kondo et al., seed 003: "frames discarded by the video decoder"): the
+//!   video is `fps` frames a second; a frame is discarded when its bytes are not all in order at
+//!   the instant the playhead reaches its first byte (an incomplete frame is dropped, not
+//!   waited for). Judged like GOP pauses, at frame granularity.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::time::{Duration, Instant};
 
@@ -52,6 +56,24 @@ pub struct VideoSpec {
     pub startup: Duration,
     /// Video buffered ahead of the playhead before a stalled playback resumes.
     pub resume: Duration,
+    /// Frames per second, for picture discard (30 unless given).
+    #[serde(default = "default_fps")]
+    pub fps: u32,
+}
+
+/// Frame rate of a [`VideoSpec`] that does not name one.
+pub const DEFAULT_FPS: u32 = 30;
+
+fn default_fps() -> u32 {
+    DEFAULT_FPS
+}
+
+/// A player attached to a download (`DownloadConfig::video`): the video, and optionally
+/// Douyin's jump-to-CDN rule.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlayerConfig {
+    pub spec: VideoSpec,
+    pub jump_to_cdn: Option<JumpToCdn>,
 }
 
 /// Why a [`VideoSpec`] was refused.
@@ -64,7 +86,8 @@ pub enum SpecError {
 }
 
 impl VideoSpec {
-    /// A video with the defaults: 10 s segments, 1 s GOPs, 1 s of video to start and to resume.
+    /// A video with the defaults: 10 s segments, 1 s GOPs, 1 s of video to start and to resume,
+    /// 30 frames a second.
     pub fn new(bitrate_bps: u64, duration: Duration) -> VideoSpec {
         VideoSpec {
             bitrate_bps,
@@ -73,6 +96,7 @@ impl VideoSpec {
             gop: Duration::from_secs(1),
             startup: Duration::from_secs(1),
             resume: Duration::from_secs(1),
+            fps: DEFAULT_FPS,
         }
     }
 
@@ -85,6 +109,7 @@ impl VideoSpec {
             ("gop", self.gop.is_zero()),
             ("startup", self.startup.is_zero()),
             ("resume", self.resume.is_zero()),
+            ("fps", self.fps == 0),
         ];
         if let Some((field, _)) = fields.iter().find(|(_, zero)| *zero) {
             return Err(SpecError::Zero { field });
@@ -156,6 +181,23 @@ impl VideoSpec {
     pub fn gop_bytes(&self, index: u64) -> std::ops::Range<u64> {
         self.bytes_at(slice_start(self.gop, index))..self.bytes_at(slice_start(self.gop, index + 1))
     }
+
+    /// Number of frames (the last may be shorter).
+    pub fn frames(&self) -> u64 {
+        u64::try_from((self.duration.as_nanos() * u128::from(self.fps)).div_ceil(NANOS_PER_SEC)).unwrap_or(u64::MAX)
+    }
+
+    /// Video time at which frame `index` starts (frame times are exact to the nanosecond
+    /// below, so a frame never starts later than its true time).
+    pub fn frame_start(&self, index: u64) -> Duration {
+        let nanos = u128::from(index) * NANOS_PER_SEC / u128::from(self.fps.max(1));
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)).min(self.duration)
+    }
+
+    /// Byte range `[start, end)` of frame `index`.
+    pub fn frame_bytes(&self, index: u64) -> std::ops::Range<u64> {
+        self.bytes_at(self.frame_start(index))..self.bytes_at(self.frame_start(index + 1))
+    }
 }
 
 fn count_slices(total: Duration, slice: Duration) -> u64 {
@@ -222,6 +264,13 @@ pub struct PlayerStats {
     pub gop_pauses: u64,
     /// `gop_pauses / gops × 100`.
     pub gop_pause_percentage: f64,
+    pub frames: u64,
+    /// Frames whose play instant has passed.
+    pub frames_judged: u64,
+    /// Frames not completely delivered when played (Kondo et al.'s picture discard).
+    pub frames_discarded: u64,
+    /// `frames_discarded / frames × 100`.
+    pub frame_discard_percentage: f64,
     pub finished: bool,
 }
 
@@ -254,8 +303,12 @@ pub struct Player {
     /// Next GOP to judge; all before it are judged.
     next_gop: u64,
     gop_pauses: u64,
+    /// Next frame to judge; all before it are judged.
+    next_frame: u64,
+    frames_discarded: u64,
     jump: Option<JumpToCdn>,
-    jumped: BTreeSet<u64>,
+    /// Segments moved to the CDN, and when.
+    jumped: BTreeMap<u64, Instant>,
 }
 
 impl Player {
@@ -275,8 +328,10 @@ impl Player {
             played_closed: Duration::ZERO,
             next_gop: 0,
             gop_pauses: 0,
+            next_frame: 0,
+            frames_discarded: 0,
             jump: None,
-            jumped: BTreeSet::new(),
+            jumped: BTreeMap::new(),
         })
     }
 
@@ -336,6 +391,19 @@ impl Player {
             }
             self.next_gop += 1;
         }
+        // Kondo's picture discard: the same judgement for every frame.
+        let frames = self.spec.frames();
+        while self.next_frame < frames {
+            let frame_start = self.spec.frame_start(self.next_frame);
+            let due = since + (frame_start - position);
+            if frame_start >= buffered_end || due >= now {
+                break;
+            }
+            if self.delivered < self.spec.frame_bytes(self.next_frame).end {
+                self.frames_discarded += 1;
+            }
+            self.next_frame += 1;
+        }
         if buffered_end >= self.spec.duration {
             if stop_time <= now {
                 self.played_closed += stop_time - since;
@@ -392,6 +460,20 @@ impl Player {
         Some(from + (byte_time - position))
     }
 
+    /// While playing, the instant the playhead will reach the end of what is buffered if
+    /// nothing more arrives (a stall, or the end of the video); `None` otherwise.
+    pub fn runs_dry_at(&self) -> Option<Instant> {
+        match self.state {
+            State::Playing { since, position } => Some(since + (self.buffered_end() - position)),
+            _ => None,
+        }
+    }
+
+    /// The jump-to-CDN rule, when enabled.
+    pub fn jump_rule(&self) -> Option<JumpToCdn> {
+        self.jump
+    }
+
     /// Whether playback is frozen by a rebuffer (as of the latest input).
     pub fn is_stalled(&self) -> bool {
         matches!(self.state, State::Stalled { .. })
@@ -433,12 +515,21 @@ impl Player {
             return None;
         }
         let segment = self.spec.segment_of(self.delivered)?;
-        self.jumped.insert(segment).then_some(segment)
+        if self.jumped.contains_key(&segment) {
+            return None;
+        }
+        self.jumped.insert(segment, self.latest);
+        Some(segment)
     }
 
     /// Segments moved to the CDN so far, in order.
     pub fn jumped_segments(&self) -> impl Iterator<Item = u64> + '_ {
-        self.jumped.iter().copied()
+        self.jumped.keys().copied()
+    }
+
+    /// Segments moved to the CDN so far, in order, each with the instant of its jump.
+    pub fn jumps(&self) -> impl Iterator<Item = (u64, Instant)> + '_ {
+        self.jumped.iter().map(|(&segment, &at)| (segment, at))
     }
 
     /// The metrics as of the latest input.
@@ -453,6 +544,7 @@ impl Player {
         }
         let segments = self.spec.segments();
         let gops = self.spec.gops();
+        let frames = self.spec.frames();
         let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
         PlayerStats {
             first_frame_latency: self.first_frame.map(|at| at - self.started),
@@ -468,6 +560,10 @@ impl Player {
             gops_judged: self.next_gop,
             gop_pauses: self.gop_pauses,
             gop_pause_percentage: 100.0 * ratio(self.gop_pauses as f64, gops as f64),
+            frames,
+            frames_judged: self.next_frame,
+            frames_discarded: self.frames_discarded,
+            frame_discard_percentage: 100.0 * ratio(self.frames_discarded as f64, frames as f64),
             finished: self.is_finished(),
         }
     }

@@ -5,9 +5,11 @@
 //! - waiting time: per packet, in-order delivery time − arrival time;
 //! - waste: (data packets received − packets needed) ÷ packets needed; request waste:
 //!   (requests sent − packets needed) ÷ packets needed (Pscheduler §V);
-//! - CDN share: bytes from the origin ÷ all bytes received (MPRD's CDN load).
+//! - CDN share: bytes from the origin ÷ all bytes received (MPRD's CDN load);
+//! - with a video attached, the player's QoE (`crate::player::PlayerStats`).
 
 use crate::path::PathStats;
+use crate::player::PlayerStats;
 use crate::time::{Duration, Instant};
 
 /// When one task (a byte range, e.g. a video segment) started and completed.
@@ -67,6 +69,9 @@ pub struct Stats {
     /// Blocks whose hash did not match: their packets were fetched again.
     #[serde(skip_serializing_if = "is_zero")]
     pub blocks_rejected: u64,
+    /// The player's QoE as of the download's latest input (only with `DownloadConfig::video`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub player: Option<PlayerStats>,
 }
 
 /// Counters that only verification moves are left out of the JSON while they are zero, so

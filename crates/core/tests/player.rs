@@ -367,3 +367,215 @@ proptest::proptest! {
         proptest::prop_assert!(stats.gop_pauses <= 5);
     }
 }
+
+#[test]
+fn frames_missing_bytes_at_their_play_instant_are_discarded() {
+    // 2 s at 8 Mbit/s and 10 fps: a frame is 100 ms of video, 100 kB.
+    let mut spec = video(2);
+    spec.fps = 10;
+    assert_eq!(spec.frames(), 20);
+    assert_eq!(spec.frame_bytes(10), MB..1_100_000);
+    let mut p = Player::new(spec, Instant::ZERO).unwrap();
+    p.on_delivered(Instant::ZERO, MB);
+    // Half of frame 10 arrives; the playhead reaches it at 1.0 s and stalls at 1.05 s.
+    p.on_delivered(ms(500), 1_050_000);
+    p.advance(ms(2000));
+    assert!(p.is_stalled());
+    let stats = p.stats();
+    assert_eq!((stats.frames_judged, stats.frames_discarded), (11, 1));
+    // The rest arrives at 3 s: playback resumes, the later frames are all whole.
+    p.on_delivered(ms(3000), 2 * MB);
+    p.advance(ms(4000));
+    let stats = p.stats();
+    assert!(stats.finished);
+    assert_eq!((stats.frames, stats.frames_judged, stats.frames_discarded), (20, 20, 1));
+    assert!((stats.frame_discard_percentage - 5.0).abs() < 1e-12);
+    // The GOP starting at 1 s was not complete when due either.
+    assert_eq!(stats.gop_pauses, 1);
+    // A zero frame rate is refused by name.
+    let mut bad = video(2);
+    bad.fps = 0;
+    assert_eq!(bad.validate(), Err(SpecError::Zero { field: "fps" }));
+}
+
+mod download {
+    //! The player inside a `Download`: fed by the in-order bytes, jumping to the CDN.
+
+    use super::*;
+    use pcdn_core::cc;
+    use pcdn_core::download::ConfigError;
+    use pcdn_core::harness::{Harness, PathSpec};
+    use pcdn_core::player::PlayerConfig;
+    use pcdn_core::scheduler::{self, Pick, SchedEvent, Scheduler, View};
+    use pcdn_core::{Download, DownloadConfig, PathId};
+    use std::sync::{Arc, Mutex};
+
+    /// Every request the scheduler made: when, on which path, which packet.
+    type Sends = Arc<Mutex<Vec<(Instant, PathId, u64)>>>;
+
+    /// A registered scheduler that also notes every request it made.
+    #[derive(Debug)]
+    struct Recorder {
+        inner: Box<dyn Scheduler>,
+        sends: Sends,
+    }
+
+    impl Scheduler for Recorder {
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+        fn next(&mut self, view: &View<'_>) -> Option<Pick> {
+            self.inner.next(view)
+        }
+        fn on_event(&mut self, now: Instant, event: &SchedEvent) {
+            if let SchedEvent::Sent { path, seq } = *event {
+                self.sends.lock().unwrap().push((now, path, seq));
+            }
+            self.inner.on_event(now, event);
+        }
+    }
+
+    fn path(mbit_s: u64, one_way_ms: u64, loss: f64, origin: bool) -> PathSpec {
+        let mut spec = PathSpec::new(mbit_s * 1_000_000, Duration::from_millis(one_way_ms), loss);
+        spec.origin = origin;
+        spec
+    }
+
+    fn config(spec: VideoSpec, jump: Option<JumpToCdn>) -> DownloadConfig {
+        let mut config = DownloadConfig::new(Default::default(), spec.total_bytes(), 1400);
+        config.tasks = (0..spec.segments()).map(|i| spec.segment_bytes(i)).collect();
+        config.video = Some(PlayerConfig {
+            spec,
+            jump_to_cdn: jump,
+        });
+        config
+    }
+
+    fn harness(config: DownloadConfig, scheduler: &str, specs: &[PathSpec], sends: &Sends) -> Harness {
+        let recorder = Recorder {
+            inner: scheduler::by_name(scheduler, 0).unwrap(),
+            sends: sends.clone(),
+        };
+        Harness::new(
+            config,
+            Box::new(recorder),
+            cc::by_name("cubic").unwrap().as_ref(),
+            specs,
+            7,
+        )
+    }
+
+    #[test]
+    fn the_download_feeds_the_player_and_reports_its_qoe() {
+        // 4 Mbit/s for 6 s over a clean 20 Mbit/s origin: no stall, the first frame within
+        // the time to fetch one second of video and a few round trips.
+        let spec = VideoSpec::new(4_000_000, Duration::from_secs(6));
+        let sends = Sends::default();
+        let mut h = harness(config(spec, None), "minrtt", &[path(20, 10, 0.0, true)], &sends);
+        assert!(h.run(Duration::from_secs(30)));
+        let player = h.client.player().expect("a player");
+        assert_eq!(player.spec().bitrate_bps, 4_000_000);
+        let first = h.client.stats().player.as_ref().unwrap().first_frame_latency.unwrap();
+        assert!(
+            first > Duration::from_millis(200) && first < Duration::from_secs(1),
+            "{first:?}"
+        );
+        let done = h.now;
+        h.client.advance_player(done + Duration::from_secs(60));
+        let stats = h.client.stats().player.clone().unwrap();
+        assert!(stats.finished);
+        assert_eq!(stats.play_time, Duration::from_secs(6));
+        assert_eq!(
+            (stats.rebuffer_count, stats.gop_pauses, stats.frames_discarded),
+            (0, 0, 0)
+        );
+        let json = serde_json::to_value(h.client.stats()).unwrap();
+        assert_eq!(json["player"]["rebuffer_count"], 0);
+        // Without a video there is no player, and no `player` key in the JSON.
+        let plain = DownloadConfig::new(Default::default(), 1000, 1400);
+        let d = Download::new(plain, scheduler::by_name("minrtt", 0).unwrap()).unwrap();
+        assert!(d.player().is_none());
+        assert!(serde_json::to_value(d.stats()).unwrap().get("player").is_none());
+    }
+
+    #[test]
+    fn bad_videos_are_refused_when_the_download_is_set_up() {
+        let spec = VideoSpec::new(4_000_000, Duration::from_secs(6));
+        let mut too_long = config(spec.clone(), None);
+        too_long.content_length -= 1;
+        too_long.tasks.clear();
+        let err = Download::new(too_long, scheduler::by_name("minrtt", 0).unwrap()).unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::VideoTooLong {
+                video_bytes: 3_000_000,
+                content_length: 2_999_999
+            }
+        );
+        let mut zero = spec;
+        zero.gop = Duration::ZERO;
+        let err = Download::new(config(zero, None), scheduler::by_name("minrtt", 0).unwrap()).unwrap_err();
+        assert_eq!(err, ConfigError::Video(SpecError::Zero { field: "gop" }));
+    }
+
+    /// A fast edge that drops a third of its packets beside a slower, clean origin, and a video
+    /// that needs both: minrtt fills the edge first, the buffer runs low, segments jump.
+    fn lossy_edge_world(jump: Option<JumpToCdn>) -> (Harness, Sends) {
+        let mut spec = VideoSpec::new(6_000_000, Duration::from_secs(20));
+        spec.segment = Duration::from_secs(4);
+        let sends = Sends::default();
+        let specs = [path(5, 40, 0.0, true), path(6, 5, 0.33, false)];
+        let mut h = harness(config(spec, jump), "minrtt", &specs, &sends);
+        assert!(h.run(Duration::from_secs(120)), "the download completes");
+        let done = h.now;
+        h.client.advance_player(done + Duration::from_secs(60));
+        (h, sends)
+    }
+
+    #[test]
+    fn a_jumped_segment_is_asked_of_the_origin_only() {
+        let rule = JumpToCdn {
+            buffer_below: Duration::from_millis(500),
+        };
+        let (h, sends) = lossy_edge_world(Some(rule));
+        let player = h.client.player().unwrap();
+        let jumps: Vec<(u64, Instant)> = player.jumps().collect();
+        assert!(!jumps.is_empty(), "the lossy edge makes the player jump");
+        let origin = h.path_ids[0];
+        let sends = sends.lock().unwrap();
+        let mut after_jump = 0;
+        for &(segment, at) in &jumps {
+            let bytes = player.spec().segment_bytes(segment);
+            let seqs = bytes.start / 1400..bytes.end.div_ceil(1400);
+            for &(when, path, seq) in sends.iter().filter(|(when, _, seq)| *when > at && seqs.contains(seq)) {
+                assert_eq!(
+                    path, origin,
+                    "packet {seq} of jumped segment {segment} asked of an edge at {when:?}"
+                );
+                after_jump += 1;
+            }
+        }
+        assert!(after_jump > 0, "the jumped segments' rest came from the origin");
+        assert_eq!(
+            h.client.stats().player.as_ref().unwrap().segments_jumped,
+            jumps.len() as u64
+        );
+    }
+
+    #[test]
+    fn jumping_to_the_cdn_shortens_the_stalls() {
+        let rule = JumpToCdn {
+            buffer_below: Duration::from_millis(500),
+        };
+        let (with, _) = lossy_edge_world(Some(rule));
+        let (without, _) = lossy_edge_world(None);
+        let with = with.client.stats().player.clone().unwrap();
+        let without = without.client.stats().player.clone().unwrap();
+        assert_eq!(without.segments_jumped, 0);
+        assert!(without.stalled_time > Duration::ZERO, "{without:?}");
+        assert!(
+            with.stalled_time < without.stalled_time,
+            "with {with:?}\nwithout {without:?}"
+        );
+    }
+}

@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use pcdn_core::player::{JumpToCdn, PlayerConfig, SpecError, VideoSpec};
 use pcdn_core::{cc, scheduler};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -24,7 +25,7 @@ use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
 use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
-pub use runner::{Row, default_threads};
+pub use runner::{FullRow, PlayerRow, Row, default_threads};
 use tree::Tree;
 pub use tree::desugar_knobs;
 
@@ -112,6 +113,8 @@ pub struct SweepPoint {
     pub schedulers: Vec<String>,
     pub ccs: Vec<String>,
     pub world: WorldSpec,
+    /// The `[video]` played while the content downloads, if any.
+    pub video: Option<PlayerConfig>,
 }
 
 /// One simulation run: a point's world with one scheduler, one congestion control and one seed.
@@ -126,6 +129,7 @@ pub struct Run<'a> {
     pub repeat: u32,
     pub seed: u64,
     pub world: &'a WorldSpec,
+    pub video: Option<&'a PlayerConfig>,
 }
 
 impl Scenario {
@@ -237,6 +241,7 @@ impl Scenario {
                             repeat,
                             seed: point.seed.wrapping_add(u64::from(repeat)),
                             world: &point.world,
+                            video: point.video.as_ref(),
                         });
                     }
                 }
@@ -279,7 +284,9 @@ struct Raw {
     repeat: u32,
     #[serde(default = "default_duration", deserialize_with = "units::de::duration")]
     duration: Duration,
+    #[serde(default)]
     content: RawContent,
+    video: Option<RawVideo>,
     #[serde(default)]
     client: RawClient,
     #[serde(default)]
@@ -302,8 +309,8 @@ fn default_duration() -> Duration {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawContent {
-    #[serde(deserialize_with = "units::de::size")]
-    size: u64,
+    #[serde(default, deserialize_with = "units::de::opt_size")]
+    size: Option<u64>,
     #[serde(default = "default_packet_size")]
     packet_size: u32,
     #[serde(default, deserialize_with = "units::de::opt_size")]
@@ -312,6 +319,43 @@ struct RawContent {
 
 fn default_packet_size() -> u32 {
     1400
+}
+
+impl Default for RawContent {
+    fn default() -> RawContent {
+        RawContent {
+            size: None,
+            packet_size: default_packet_size(),
+            task_size: None,
+        }
+    }
+}
+
+/// `[video]`: a constant-bitrate video played from the content's first byte.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVideo {
+    #[serde(deserialize_with = "units::de::rate")]
+    bitrate: u64,
+    #[serde(deserialize_with = "units::de::duration")]
+    duration: Duration,
+    #[serde(default, deserialize_with = "units::de::opt_duration")]
+    segment: Option<Duration>,
+    #[serde(default, deserialize_with = "units::de::opt_duration")]
+    gop: Option<Duration>,
+    #[serde(default, deserialize_with = "units::de::opt_duration")]
+    startup: Option<Duration>,
+    #[serde(default, deserialize_with = "units::de::opt_duration")]
+    resume: Option<Duration>,
+    fps: Option<u32>,
+    jump_to_cdn: Option<RawJump>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJump {
+    #[serde(deserialize_with = "units::de::duration")]
+    buffer_below: Duration,
 }
 
 #[derive(Deserialize)]
@@ -449,10 +493,32 @@ impl Ctx<'_> {
                 "expected a positive virtual-time limit such as \"60s\"".into(),
             ));
         }
+        let video = match raw.video {
+            Some(v) => Some(self.video(tree, v)?),
+            None => None,
+        };
         let content = &raw.content;
-        if content.size == 0 {
-            return Err(err("content.size", "expected a positive size such as \"20MB\"".into()));
-        }
+        let video_bytes = video.as_ref().map(|v| v.spec.total_bytes());
+        let size = match (content.size, video_bytes) {
+            (Some(0), _) => return Err(err("content.size", "expected a positive size such as \"20MB\"".into())),
+            (Some(size), Some(needed)) if size < needed => {
+                return Err(err(
+                    "content.size",
+                    format!(
+                        "expected at least the video's {needed} bytes (video.bitrate × video.duration), got {size}; \
+                         leave it out to use exactly the video's size"
+                    ),
+                ));
+            }
+            (Some(size), _) => size,
+            (None, Some(needed)) => needed,
+            (None, None) => {
+                return Err(err(
+                    "content.size",
+                    "missing key: expected a size such as \"20MB\" (or a [video] table to derive it from)".into(),
+                ));
+            }
+        };
         let max_payload = pcdn_core::wire::MAX_PAYLOAD as u32;
         if content.packet_size == 0 || content.packet_size > max_payload {
             return Err(err(
@@ -599,8 +665,9 @@ impl Ctx<'_> {
             repeat: raw.repeat,
             schedulers: raw.client.schedulers,
             ccs: raw.client.cc,
+            video,
             world: WorldSpec {
-                content_length: content.size,
+                content_length: size,
                 packet_size: content.packet_size,
                 task_size: content.task_size,
                 reorder_buffer: raw.client.reorder_buffer,
@@ -608,6 +675,38 @@ impl Ctx<'_> {
                 bottlenecks,
                 duration: raw.duration,
             },
+        })
+    }
+
+    /// Checks `[video]` and builds the player's configuration; errors name the `video.` key.
+    fn video(&self, tree: &Tree<'_>, raw: RawVideo) -> Result<PlayerConfig, ScenarioError> {
+        let mut spec = VideoSpec::new(raw.bitrate, raw.duration);
+        spec.segment = raw.segment.unwrap_or(spec.segment);
+        spec.gop = raw.gop.unwrap_or(spec.gop);
+        spec.startup = raw.startup.unwrap_or(spec.startup);
+        spec.resume = raw.resume.unwrap_or(spec.resume);
+        spec.fps = raw.fps.unwrap_or(spec.fps);
+        spec.validate().map_err(|e| match e {
+            SpecError::Zero { field } => {
+                let key = if field == "bitrate_bps" { "bitrate" } else { field };
+                let example = match key {
+                    "bitrate" => "a rate such as \"4mbit\"",
+                    "fps" => "a frame rate such as 30",
+                    _ => "a duration such as \"1s\"",
+                };
+                self.err(
+                    tree,
+                    &format!("video.{key}"),
+                    format!("expected a positive value: {example}"),
+                )
+            }
+            too_large @ SpecError::TooLarge { .. } => self.err(tree, "video.duration", too_large.to_string()),
+        })?;
+        Ok(PlayerConfig {
+            spec,
+            jump_to_cdn: raw.jump_to_cdn.map(|j| JumpToCdn {
+                buffer_below: j.buffer_below,
+            }),
         })
     }
 

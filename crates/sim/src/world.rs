@@ -7,6 +7,7 @@
 use crate::link::{LinkConfig, LinkError, Packet};
 use crate::network::{Network, RouteId};
 use pcdn_core::cc;
+use pcdn_core::player::PlayerConfig;
 use pcdn_core::scheduler;
 use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
 use pcdn_core::stats::Stats;
@@ -48,7 +49,8 @@ pub struct WorldSpec {
     pub content_length: u64,
     /// Payload bytes per packet.
     pub packet_size: u32,
-    /// Ordered tasks of this many bytes; `None`: the whole content at once.
+    /// Ordered tasks of this many bytes; `None`: the video's segments when a video plays
+    /// ([`World::with_video`]), else the whole content at once.
     pub task_size: Option<u64>,
     /// Bytes the client may request beyond its in-order cursor.
     pub reorder_buffer: u64,
@@ -146,7 +148,7 @@ impl WorldSpec {
                 .sum::<f64>()
     }
 
-    fn download_config(&self, content: wire::ContentId, seed: u64) -> DownloadConfig {
+    fn download_config(&self, content: wire::ContentId, seed: u64, video: Option<&PlayerConfig>) -> DownloadConfig {
         let mut config = DownloadConfig::new(content, self.content_length, self.packet_size);
         config.reorder_buffer = self.reorder_buffer;
         config.keep_data = false;
@@ -155,7 +157,18 @@ impl WorldSpec {
             config.tasks = (0..self.content_length.div_ceil(size))
                 .map(|i| i * size..((i + 1) * size).min(self.content_length))
                 .collect();
+        } else if let Some(video) = video.filter(|_| self.task_size.is_none()) {
+            // Douyin's PCDN fetches one segment per task (Pscheduler §III-A); bytes after the
+            // video, if any, are the last task.
+            let spec = &video.spec;
+            config.tasks = (0..spec.segments()).map(|i| spec.segment_bytes(i)).collect();
+            let end = spec.total_bytes();
+            if end < self.content_length {
+                config.tasks.push(end..self.content_length);
+            }
+            config.tasks.retain(|t| !t.is_empty());
         }
+        config.video = video.cloned();
         config
     }
 }
@@ -245,6 +258,17 @@ pub fn run(spec: &WorldSpec, scheduler: &str, cc: &str, seed: u64) -> Result<Out
     World::new(spec, scheduler, cc, seed)?.run()
 }
 
+/// [`run`], with `video` (if any) played from the content's first byte while it downloads.
+pub fn run_with_video(
+    spec: &WorldSpec,
+    video: Option<&PlayerConfig>,
+    scheduler: &str,
+    cc: &str,
+    seed: u64,
+) -> Result<Outcome, WorldError> {
+    World::with_video(spec, video, scheduler, cc, seed)?.run()
+}
+
 /// The simulation state of one run.
 pub struct World {
     client: Download,
@@ -278,6 +302,18 @@ pub struct World {
 impl World {
     /// Builds the world of `spec`; nothing has happened yet.
     pub fn new(spec: &WorldSpec, scheduler: &str, cc_name: &str, seed: u64) -> Result<World, WorldError> {
+        World::with_video(spec, None, scheduler, cc_name, seed)
+    }
+
+    /// [`World::new`], with `video` (if any) played from the content's first byte: its QoE
+    /// lands in `Stats::player`, and without a `task_size` the tasks are its segments.
+    pub fn with_video(
+        spec: &WorldSpec,
+        video: Option<&PlayerConfig>,
+        scheduler: &str,
+        cc_name: &str,
+        seed: u64,
+    ) -> Result<World, WorldError> {
         if spec.servers.is_empty() {
             return Err(WorldError::NoServers);
         }
@@ -291,7 +327,7 @@ impl World {
             id: content_id,
             length: spec.content_length,
         };
-        let mut client = Download::new(spec.download_config(content_id, seed), sched)
+        let mut client = Download::new(spec.download_config(content_id, seed, video), sched)
             .map_err(|e| WorldError::Download(e.to_string()))?;
         let mut network = Network::new(seed);
         // Bottleneck links first, so that a server's route can end in its bottleneck.
@@ -558,6 +594,13 @@ impl World {
                 self.flush();
                 break;
             }
+        }
+        if self.client.is_done()
+            && let Some(duration) = self.client.player().map(|p| p.spec().duration)
+        {
+            // Everything is in: the viewer watches the rest, without stalling (the run ends
+            // when the download does, so the player's clock runs on alone).
+            self.client.advance_player(self.now + duration);
         }
         Ok(Outcome {
             stats: self.client.stats().clone(),

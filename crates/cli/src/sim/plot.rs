@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use anyhow::{Context, anyhow};
-use pcdn_sim::scenario::{Row, Scenario};
+use pcdn_sim::scenario::{FullRow, Scenario};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -13,34 +13,59 @@ use plotters::style::FontStyle;
 struct Metric {
     file: &'static str,
     title: &'static str,
-    value: fn(&Row) -> Option<f64>,
+    value: fn(&FullRow) -> Option<f64>,
+    /// A player metric, drawn only for scenarios with a `[video]`.
+    player: bool,
 }
 
 const METRICS: &[Metric] = &[
     Metric {
         file: "aggregation.png",
         title: "aggregation (goodput ÷ capacity)",
-        value: |r| Some(r.aggregation),
+        value: |r| Some(r.row.aggregation),
+        player: false,
     },
     Metric {
         file: "goodput.png",
         title: "goodput (Mbit/s)",
-        value: |r| Some(r.goodput_mbps),
+        value: |r| Some(r.row.goodput_mbps),
+        player: false,
     },
     Metric {
         file: "ofo_mean.png",
         title: "out-of-order size, mean (kB)",
-        value: |r| Some(r.ofo_mean_bytes / 1e3),
+        value: |r| Some(r.row.ofo_mean_bytes / 1e3),
+        player: false,
     },
     Metric {
         file: "wait_p99.png",
         title: "waiting time, p99 (ms)",
-        value: |r| Some(r.wait_p99_ms),
+        value: |r| Some(r.row.wait_p99_ms),
+        player: false,
     },
     Metric {
         file: "completion.png",
         title: "completion time (s)",
-        value: |r| r.completion_s,
+        value: |r| r.row.completion_s,
+        player: false,
+    },
+    Metric {
+        file: "gop_pause.png",
+        title: "GOP pauses (% of GOPs)",
+        value: |r| Some(r.player.as_ref()?.gop_pause_percentage),
+        player: true,
+    },
+    Metric {
+        file: "stall.png",
+        title: "stalled time (% of the session)",
+        value: |r| Some(r.player.as_ref()?.stall_percentage),
+        player: true,
+    },
+    Metric {
+        file: "frames_discarded.png",
+        title: "frames discarded",
+        value: |r| Some(r.player.as_ref()?.frames_discarded),
+        player: true,
     },
 ];
 
@@ -119,7 +144,7 @@ fn register_font() -> anyhow::Result<()> {
 }
 
 /// Writes one PNG per metric into `dir` (created if needed) and returns their paths.
-pub fn write_charts(scenario: &Scenario, rows: &[Row], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     register_font()?;
     std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
     let key = scenario.sweep_key.as_deref().unwrap_or("sweep");
@@ -142,13 +167,13 @@ pub fn write_charts(scenario: &Scenario, rows: &[Row], dir: &Path) -> anyhow::Re
     );
 
     // Series in the rows' order of first appearance.
-    let several_ccs = rows.iter().any(|r| r.cc != rows[0].cc);
-    let mut series: Vec<(String, Vec<(usize, &Row)>)> = Vec::new();
+    let several_ccs = rows.iter().any(|r| r.row.cc != rows[0].row.cc);
+    let mut series: Vec<(String, Vec<(usize, &FullRow)>)> = Vec::new();
     for (row, &point) in rows.iter().zip(&point_of) {
         let name = if several_ccs {
-            format!("{} / {}", row.scheduler, row.cc)
+            format!("{} / {}", row.row.scheduler, row.row.cc)
         } else {
-            row.scheduler.clone()
+            row.row.scheduler.clone()
         };
         match series.iter_mut().find(|(n, _)| *n == name) {
             Some((_, members)) => members.push((point, row)),
@@ -158,6 +183,9 @@ pub fn write_charts(scenario: &Scenario, rows: &[Row], dir: &Path) -> anyhow::Re
 
     let mut written = Vec::new();
     for metric in METRICS {
+        if metric.player && rows.iter().all(|r| r.player.is_none()) {
+            continue;
+        }
         let path = dir.join(metric.file);
         let lines: Vec<(&str, Vec<(f64, f64)>)> = series
             .iter()

@@ -7,6 +7,7 @@
 //! registry by name, so the CLI, scenario files and the tracker can choose one.
 
 use crate::path::PathId;
+use crate::player::Player;
 use crate::time::{Duration, Instant};
 use std::collections::BTreeSet;
 
@@ -155,6 +156,8 @@ pub struct View<'a> {
     pub reorder_limit: u64,
     /// Seconds of video buffered ahead of the playhead, when a player is attached.
     pub player_buffer: Option<Duration>,
+    /// The attached player, for per-packet play deadlines.
+    pub(crate) player: Option<&'a Player>,
 }
 
 impl<'a> View<'a> {
@@ -183,6 +186,21 @@ impl<'a> View<'a> {
     /// lowest first, until `f` returns false: the candidates for redundant copies.
     pub fn scan_in_flight(&self, f: &mut dyn FnMut(u64, usize) -> bool) {
         self.in_flight.scan(f)
+    }
+    /// When packet `seq` will be played, with a player attached: the play deadline of its first
+    /// byte (packets are delivered whole and in order). Before the first frame and while
+    /// stalled, as if playback (re)started now. `None` without a player, for packets the
+    /// playhead has passed and for packets past the video.
+    pub fn deadline(&self, seq: u64) -> Option<Instant> {
+        self.player?.play_deadline(seq.saturating_mul(self.packet_size))
+    }
+    /// The video's bitrate in bit/s, with a player attached.
+    pub fn video_bitrate(&self) -> Option<u64> {
+        self.player.map(|p| p.spec().bitrate_bps)
+    }
+    /// Whether the first frame has been shown; `None` without a player.
+    pub fn first_frame_shown(&self) -> Option<bool> {
+        self.player.map(Player::has_started)
     }
     /// Number of paths `seq` is in flight on.
     pub fn copies(&self, seq: u64) -> usize {

@@ -2,6 +2,7 @@
 
 use super::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
 use crate::path::PathId;
+use crate::player::Player;
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -63,6 +64,8 @@ pub(crate) struct Fixture {
     pub task_end: u64,
     pub flights: Flights,
     pub packet_size: u64,
+    /// A player whose deadlines and buffer the view shows (none by default).
+    pub player: Option<Player>,
 }
 
 impl Fixture {
@@ -78,6 +81,7 @@ impl Fixture {
             task_end: pending.end,
             flights: Flights::default(),
             packet_size: 1000,
+            player: None,
         }
     }
 
@@ -106,7 +110,8 @@ impl Fixture {
             in_flight: &self.flights,
             packet_size: self.packet_size,
             reorder_limit: self.new_end,
-            player_buffer: None,
+            player_buffer: self.player.as_ref().map(|p| p.buffer_level(self.now)),
+            player: self.player.as_ref(),
         }
     }
 

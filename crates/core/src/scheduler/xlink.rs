@@ -7,7 +7,9 @@
 //! below `low` and off above `high`, so it costs little when the viewer is safe; with no
 //! player attached, the reorder buffer stands in for the play buffer (the head of line is in
 //! danger when the buffer is nearly full of bytes that cannot be delivered). First-video-frame
-//! acceleration keeps re-injection on until the first frame is delivered. Re-injected
+//! acceleration keeps re-injection on until the player shows its first frame (without a
+//! player: until the first `FIRST_FRAME_PACKETS` packets are delivered). Re-injection goes in
+//! order of urgency, the earliest play deadline (the lowest sequence number) first. Re-injected
 //! requests are capped at a share of all requests (XLINK reports about 2% redundant traffic).
 
 use super::{Pick, SchedEvent, Scheduler, View};
@@ -42,7 +44,11 @@ pub struct Xlink {
 impl Xlink {
     /// Applies the double threshold; returns whether re-injection is on.
     fn update_threshold(&mut self, view: &View<'_>) -> bool {
-        if self.first_frame_end.is_some_and(|end| view.cursor < end) {
+        let before_first_frame = match view.first_frame_shown() {
+            Some(shown) => !shown,
+            None => self.first_frame_end.is_some_and(|end| view.cursor < end),
+        };
+        if before_first_frame {
             return true;
         }
         match view.player_buffer {
@@ -172,6 +178,50 @@ mod tests {
         f.apply(pick);
         let pick = x.next(&f.view()).unwrap();
         assert_eq!(pick.seq, 1, "each packet is re-injected once");
+    }
+
+    /// Packets 0 and 1 in flight on the slow path, the fast one with room, and a player at
+    /// 8 Mbit/s (1000-byte packets: 1 ms each) with `buffered_ms` of video in order.
+    fn with_player(startup_s: u64, buffered_ms: u64) -> Fixture {
+        let mut f = Fixture::new(vec![path(0, 80, 4, 0), path(1, 20, 4, 0)], 0..2);
+        f.apply(Pick {
+            path: PathId(0),
+            seq: 0,
+        });
+        f.apply(Pick {
+            path: PathId(0),
+            seq: 1,
+        });
+        let mut spec = crate::player::VideoSpec::new(8_000_000, Duration::from_secs(60));
+        spec.startup = Duration::from_secs(startup_s);
+        let mut player = crate::player::Player::new(spec, Instant::ZERO).unwrap();
+        player.on_delivered(Instant::ZERO, buffered_ms * 1000);
+        f.player = Some(player);
+        f
+    }
+
+    #[test]
+    fn first_frame_acceleration_follows_the_player() {
+        // 4.5 s buffered, above the high threshold, but a 5 s start-up: no first frame yet.
+        let f = with_player(5, 4500);
+        assert_eq!(f.view().first_frame_shown(), Some(false));
+        let mut x = Xlink {
+            first_frame_end: Some(0),
+            ..Xlink::default()
+        };
+        assert_eq!(
+            x.next(&f.view()).map(|p| p.seq),
+            Some(0),
+            "accelerated until the first frame"
+        );
+        // Shown, with the same buffer: safe, although the packet count of the heuristic
+        // (cursor 0 < 100) would still call it the first frame.
+        let f = with_player(1, 4500);
+        let mut x = Xlink {
+            first_frame_end: Some(FIRST_FRAME_PACKETS),
+            ..Xlink::default()
+        };
+        assert_eq!(x.next(&f.view()), None);
     }
 
     #[test]

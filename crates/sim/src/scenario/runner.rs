@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use pcdn_core::player::PlayerStats;
 use serde::Serialize;
 
 use super::{Run, Scenario, ScenarioError};
@@ -44,8 +45,41 @@ pub struct Row {
     pub completed: u32,
 }
 
+/// A [`Row`] and, for a scenario with a `[video]`, the player's QoE (the JSON of
+/// `pcdn sim --json`: the row's keys, then `player`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FullRow {
+    #[serde(flatten)]
+    pub row: Row,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub player: Option<PlayerRow>,
+}
+
+/// The player's QoE, each the mean over the repeats (definitions in `pcdn_core::player`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlayerRow {
+    /// From pressing play to the first frame, s; null if any repeat never showed one.
+    pub first_frame_s: Option<f64>,
+    /// Times the buffer ran dry while playing (Kondo et al.'s buffer underflows).
+    pub rebuffer_count: f64,
+    /// Stalled time ÷ play time.
+    pub rebuffer_ratio: f64,
+    /// Stalled time ÷ (play + stalled time) × 100.
+    pub stall_percentage: f64,
+    /// Segments moved to the CDN ÷ segments.
+    pub jump_to_cdn_rate: f64,
+    /// GOPs not complete when due ÷ GOPs × 100 (MPRD's pauses).
+    pub gop_pause_percentage: f64,
+    /// Frames not complete when played (Kondo et al.'s picture discard).
+    pub frames_discarded: f64,
+    /// `frames_discarded` ÷ frames × 100.
+    pub frame_discard_percentage: f64,
+    /// Repeats whose playback reached the end of the video within the run.
+    pub finished: u32,
+}
+
 /// What one run measured, reduced to the row's metrics as soon as it ends.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Measured {
     goodput_mbps: f64,
     capacity_mbps: f64,
@@ -58,6 +92,7 @@ struct Measured {
     waste: f64,
     request_waste: f64,
     cdn_share: f64,
+    player: Option<PlayerStats>,
 }
 
 impl Measured {
@@ -80,6 +115,7 @@ impl Measured {
             waste: s.waste(),
             request_waste: s.request_waste(),
             cdn_share: s.cdn_share(),
+            player: s.player.clone(),
         }
     }
 }
@@ -94,6 +130,15 @@ impl Scenario {
     /// `on_run_done` after each, and returns one row per scheduler × congestion control × sweep
     /// point in that order. The output depends only on the scenario, never on the threads.
     pub fn run(&self, threads: usize, on_run_done: &(dyn Fn() + Sync)) -> Result<Vec<Row>, ScenarioError> {
+        Ok(self
+            .run_full(threads, on_run_done)?
+            .into_iter()
+            .map(|r| r.row)
+            .collect())
+    }
+
+    /// [`Scenario::run`], each row with the player's QoE when the scenario has a `[video]`.
+    pub fn run_full(&self, threads: usize, on_run_done: &(dyn Fn() + Sync)) -> Result<Vec<FullRow>, ScenarioError> {
         let runs = self.runs();
         let threads = if threads == 0 { default_threads() } else { threads };
         let results = run_parallel(&runs, threads.min(runs.len()).max(1), on_run_done);
@@ -137,7 +182,8 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let result = world::run(run.world, run.scheduler, run.cc, run.seed).map(|o| Measured::of(&o));
+                    let result = world::run_with_video(run.world, run.video, run.scheduler, run.cc, run.seed)
+                        .map(|o| Measured::of(&o));
                     if result.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
@@ -155,7 +201,7 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
 
 /// Groups consecutive runs of the same point × scheduler × cc (the order of
 /// [`Scenario::runs`]) and averages each metric over the group, summing in repeat order.
-fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<Row> {
+fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<FullRow> {
     let mut rows = Vec::new();
     let mut start = 0;
     while start < runs.len() {
@@ -168,7 +214,7 @@ fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<Row> {
         let n = group.len() as f64;
         let mean = |f: fn(&Measured) -> f64| group.iter().map(f).sum::<f64>() / n;
         let completions: Option<Vec<f64>> = group.iter().map(|m| m.completion_s).collect();
-        rows.push(Row {
+        let row = Row {
             scheduler: first.scheduler.to_owned(),
             cc: first.cc.to_owned(),
             sweep: first.sweep.map(str::to_owned),
@@ -185,7 +231,27 @@ fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<Row> {
             request_waste: mean(|m| m.request_waste),
             cdn_share: mean(|m| m.cdn_share),
             completed: group.iter().filter(|m| m.completion_s.is_some()).count() as u32,
+        };
+        let players: Option<Vec<&PlayerStats>> = group.iter().map(|m| m.player.as_ref()).collect();
+        let player = players.map(|p| {
+            let mean = |f: fn(&PlayerStats) -> f64| p.iter().map(|s| f(s)).sum::<f64>() / n;
+            let first: Option<Vec<f64>> = p
+                .iter()
+                .map(|s| s.first_frame_latency.map(|d| d.as_secs_f64()))
+                .collect();
+            PlayerRow {
+                first_frame_s: first.map(|f| f.iter().sum::<f64>() / n),
+                rebuffer_count: mean(|s| s.rebuffer_count as f64),
+                rebuffer_ratio: mean(|s| s.rebuffer_ratio),
+                stall_percentage: mean(|s| s.stall_percentage),
+                jump_to_cdn_rate: mean(|s| s.jump_to_cdn_rate),
+                gop_pause_percentage: mean(|s| s.gop_pause_percentage),
+                frames_discarded: mean(|s| s.frames_discarded as f64),
+                frame_discard_percentage: mean(|s| s.frame_discard_percentage),
+                finished: p.iter().filter(|s| s.finished).count() as u32,
+            }
         });
+        rows.push(FullRow { row, player });
         start = end;
     }
     rows
