@@ -257,9 +257,12 @@ def pivot(rows, metric, columns, label):
     for r in rows:
         if r[columns] not in values:
             values.append(r[columns])
+    # One line per scheduler and cc, unless the cc is the columns or there is only one.
+    by_cc = columns != "cc" and len({r["cc"] for r in rows}) > 1
     lines = {}
     for r in rows:
-        lines.setdefault(r["scheduler"], {})[r[columns]] = r["player"][metric]
+        line = f"{r['scheduler']} ({r['cc']})" if by_cc else r["scheduler"]
+        lines.setdefault(line, {})[r[columns]] = r["player"][metric]
     head = ["scheduler"] + [f"{label} {v}" if label else str(v) for v in values]
     body = [[s] + [fmt(cells.get(v), ".1f") for v in values] for s, cells in lines.items()]
     return md(head, body)
@@ -412,7 +415,11 @@ def blocks():
             out[stem] = cmds([stem]) + "\n" + md_table(by_scheduler(rows), ("sweep", header)) + "\n"
 
     # The player scenarios: full QoE tables, and the papers' views of them.
-    for stem, group in [("mprd-fig8a", ("sweep", "bitrate")), ("pscheduler-player", ("sweep", "bitrate"))]:
+    for stem, group in [
+        ("mprd-fig8a", ("sweep", "bitrate")),
+        ("mprd-fig8a-small-buffer", ("sweep", "bitrate")),
+        ("pscheduler-player", ("sweep", "bitrate")),
+    ]:
         rows = load_rows(stem)
         if rows is None:
             out[stem] = cmds([stem]) + "\n(no rows)\n"

@@ -98,7 +98,7 @@ impl FetchConfig {
 }
 
 /// The congestion control of a fetch unless told otherwise: the simulator's default.
-pub const DEFAULT_CC: &str = "cubic";
+pub const DEFAULT_CC: &str = "default";
 
 /// One path's part in a finished fetch.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -1126,7 +1126,7 @@ mod tests {
         let id = "ab".repeat(32);
         let cli = Cli::try_parse_from(["fetch", &id, "-o", "out", "--tracker", "http://127.0.0.1:1"]).unwrap();
         let config = cli.args.config().unwrap();
-        assert_eq!((config.scheduler.as_str(), config.cc.as_str()), ("default", "cubic"));
+        assert_eq!((config.scheduler.as_str(), config.cc.as_str()), ("default", "default"));
         assert_eq!(config.max_servers, 8);
         assert!(config.edges.is_none() && config.timeout.is_none() && config.progress);
         let cli = Cli::try_parse_from([

@@ -371,7 +371,7 @@ impl Default for RawClient {
     fn default() -> RawClient {
         RawClient {
             schedulers: vec!["default".to_owned()],
-            cc: vec!["cubic".to_owned()],
+            cc: vec!["default".to_owned()],
             reorder_buffer: 4_000_000,
         }
     }

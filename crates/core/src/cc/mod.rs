@@ -139,6 +139,7 @@ pub trait ControllerFactory: Send + Sync + std::fmt::Debug {
 
 /// Names of the congestion controls [`by_name`] knows, one line each with a summary.
 pub const CONTROLLERS: &[(&str, &str)] = &[
+    ("default", "pcdn's default congestion control: weft"),
     ("newreno", "NewReno (RFC 6582/5681): slow start, AIMD halving on loss"),
     ("cubic", "CUBIC (RFC 9438): cubic window growth, beta 0.7"),
     (
@@ -188,7 +189,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
         "lia" => Box::new(LiaConfig::default()),
         "olia" => Box::new(OliaConfig::default()),
         "balia" => Box::new(BaliaConfig::default()),
-        "weft" => Box::new(WeftConfig::default()),
+        "default" | "weft" => Box::new(WeftConfig::default()),
         _ => return None,
     })
 }

@@ -130,7 +130,7 @@ fn defaults_fill_everything_optional() {
     assert_eq!((p.seed, p.repeat), (1, 1));
     assert_eq!(
         (p.schedulers.as_slice(), p.ccs.as_slice()),
-        (&["default".to_owned()][..], &["cubic".to_owned()][..])
+        (&["default".to_owned()][..], &["default".to_owned()][..])
     );
     assert_eq!(p.world.duration, Duration::from_secs(60));
     assert_eq!(p.world.packet_size, 1400);
@@ -506,7 +506,10 @@ fn rows_average_repeats_in_a_fixed_order() {
         ("default", "round-robin")
     );
     for row in &rows {
-        assert_eq!((row.cc.as_str(), row.sweep.as_deref(), row.repeats), ("cubic", None, 2));
+        assert_eq!(
+            (row.cc.as_str(), row.sweep.as_deref(), row.repeats),
+            ("default", None, 2)
+        );
         assert_eq!(row.completed, 2, "{row:?}");
         assert!(row.completion_s.unwrap() > 0.0);
         assert!((row.capacity_mbps - 14.0).abs() < 1e-9, "{row:?}");
