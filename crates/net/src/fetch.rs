@@ -917,24 +917,39 @@ impl FetchReport {
 /// `pcdn fetch`: download a content from many servers at once.
 #[derive(clap::Args, Debug, Clone)]
 pub struct FetchArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Output file (replaced only once the download is complete and verified).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    /// Print the report as one JSON object (and no progress bar).
+    #[arg(long)]
+    pub json: bool,
+    /// Give up after this long, e.g. 30s or 5min. Default: only when every server failed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub timeout: Option<Duration>,
+    /// Declare a server failed after this many retransmission timeouts in a row (each one
+    /// doubles the wait, RFC 6298 §5.5: 6 is about 13 s of silence from a 200 ms RTO).
+    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub max_timeouts: u32,
+}
+
+/// What to download and from where, and how to schedule it: the arguments `pcdn fetch` and
+/// `pcdn play` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SourceArgs {
     /// Content id (64 hex characters, as `pcdn add` prints it).
     #[arg(value_name = "ID", value_parser = parse_content_id)]
     pub id: ContentId,
     /// Tracker base URL, e.g. http://127.0.0.1:7800.
     #[arg(long, value_name = "URL")]
     pub tracker: Option<String>,
-    /// Output file (replaced only once the download is complete and verified).
-    #[arg(short = 'o', long = "output", value_name = "OUT")]
-    pub output: PathBuf,
     /// Scheduler (`pcdn sim --list` lists them).
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub scheduler: String,
     /// Congestion control (`pcdn sim --list` lists them).
     #[arg(long, value_name = "NAME", default_value = DEFAULT_CC)]
     pub cc: String,
-    /// Print the report as one JSON object (and no progress bar).
-    #[arg(long)]
-    pub json: bool,
     /// Most edge servers to ask the tracker for (1..=64).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_servers: u32,
@@ -950,13 +965,27 @@ pub struct FetchArgs {
     /// The only manifest signer to trust (64 hex characters); default: the tracker's origins.
     #[arg(long, value_name = "HEX", value_parser = parse_key)]
     pub origin_key: Option<[u8; 32]>,
-    /// Give up after this long, e.g. 30s or 5min. Default: only when every server failed.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
-    pub timeout: Option<Duration>,
-    /// Declare a server failed after this many retransmission timeouts in a row (each one
-    /// doubles the wait, RFC 6298 §5.5: 6 is about 13 s of silence from a 200 ms RTO).
-    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=32))]
-    pub max_timeouts: u32,
+}
+
+impl SourceArgs {
+    /// A fetch of this content to `output`, from these sources (reads the manifest file).
+    pub fn config(&self, output: impl Into<PathBuf>) -> anyhow::Result<FetchConfig> {
+        let manifest = match &self.manifest {
+            Some(path) => Some(std::fs::read(path).with_context(|| format!("--manifest {}", path.display()))?),
+            None => None,
+        };
+        Ok(FetchConfig {
+            tracker: self.tracker.clone(),
+            manifest,
+            edges: (!self.servers.is_empty()).then(|| self.servers.clone()),
+            origins: self.origin_servers.clone(),
+            origin_key: self.origin_key,
+            scheduler: self.scheduler.clone(),
+            cc: self.cc.clone(),
+            max_servers: self.max_servers,
+            ..FetchConfig::new(self.id, output)
+        })
+    }
 }
 
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
@@ -970,26 +999,11 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 impl FetchArgs {
     /// The fetch these arguments describe (reads the manifest file).
     pub fn config(&self) -> anyhow::Result<FetchConfig> {
-        let manifest = match &self.manifest {
-            Some(path) => Some(std::fs::read(path).with_context(|| format!("--manifest {}", path.display()))?),
-            None => None,
-        };
-        let defaults = FetchConfig::new(self.id, &self.output);
         Ok(FetchConfig {
-            content: self.id,
-            output: self.output.clone(),
-            tracker: self.tracker.clone(),
-            manifest,
-            edges: (!self.servers.is_empty()).then(|| self.servers.clone()),
-            origins: self.origin_servers.clone(),
-            origin_key: self.origin_key,
-            scheduler: self.scheduler.clone(),
-            cc: self.cc.clone(),
-            max_servers: self.max_servers,
             timeout: self.timeout,
             max_consecutive_timeouts: self.max_timeouts,
             progress: !self.json,
-            ..defaults
+            ..self.source.config(&self.output)?
         })
     }
 }

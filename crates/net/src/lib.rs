@@ -16,7 +16,7 @@ pub mod tracker_client;
 pub mod video;
 
 pub use add::{AddArgs, run_add};
-pub use fetch::{FetchArgs, FetchConfig, FetchError, FetchReport, fetch, run_fetch};
+pub use fetch::{FetchArgs, FetchConfig, FetchError, FetchReport, SourceArgs, fetch, run_fetch};
 pub use serve::{ServerArgs, ServerConfig, ServerHandle, TrackerSettings, run_serve, spawn_server};
 pub use store::{Store, StoreError, StoreSource};
 pub use tracker_client::{TrackerClient, TrackerError};

@@ -28,8 +28,8 @@ use pcdn_core::wire::ContentId;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::fetch::{DEFAULT_CC, FetchConfig, FetchError, parse_key};
-use crate::store::{content_id_hex, parse_content_id};
+use crate::fetch::{FetchConfig, FetchError, SourceArgs};
+use crate::store::content_id_hex;
 
 /// Most bytes one body chunk carries.
 const BODY_CHUNK: u64 = 256 << 10;
@@ -469,56 +469,20 @@ pub fn router(content: GatewayContent) -> axum::Router {
 /// `pcdn play`: download a content and serve it to video players while it arrives.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlayArgs {
-    /// Content id (64 hex characters, as `pcdn add` prints it).
-    #[arg(value_name = "ID", value_parser = parse_content_id)]
-    pub id: ContentId,
-    /// Tracker base URL, e.g. http://127.0.0.1:7800.
-    #[arg(long, value_name = "URL")]
-    pub tracker: Option<String>,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Address of the HTTP gateway (port 0: any free port; the URL is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// Scheduler (`pcdn list` lists them).
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub scheduler: String,
-    /// Congestion control (`pcdn list` lists them).
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_CC)]
-    pub cc: String,
-    /// Most edge servers to ask the tracker for (1..=64).
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub max_servers: u32,
-    /// Edge server to use instead of the tracker's list (repeatable).
-    #[arg(long = "server", value_name = "ADDR")]
-    pub servers: Vec<SocketAddr>,
-    /// Origin server to use besides the tracker's (repeatable).
-    #[arg(long = "origin-server", value_name = "ADDR")]
-    pub origin_servers: Vec<SocketAddr>,
-    /// Signed manifest file instead of the tracker's.
-    #[arg(long, value_name = "FILE")]
-    pub manifest: Option<PathBuf>,
-    /// The only manifest signer to trust (64 hex characters); default: the tracker's origins.
-    #[arg(long, value_name = "HEX", value_parser = parse_key)]
-    pub origin_key: Option<[u8; 32]>,
 }
 
 impl PlayArgs {
     /// The download these arguments describe (reads the manifest file).
     pub fn config(&self) -> anyhow::Result<FetchConfig> {
-        let manifest = match &self.manifest {
-            Some(path) => Some(std::fs::read(path).with_context(|| format!("--manifest {}", path.display()))?),
-            None => None,
-        };
-        let mut config = FetchConfig::new(self.id, PathBuf::from("(gateway)"));
-        config.tracker = self.tracker.clone();
-        config.manifest = manifest;
-        config.edges = (!self.servers.is_empty()).then(|| self.servers.clone());
-        config.origins = self.origin_servers.clone();
-        config.origin_key = self.origin_key;
-        config.scheduler = self.scheduler.clone();
-        config.cc = self.cc.clone();
-        config.max_servers = self.max_servers;
-        config.play_video = true;
-        Ok(config)
+        Ok(FetchConfig {
+            play_video: true,
+            ..self.source.config("(gateway)")?
+        })
     }
 }
 
