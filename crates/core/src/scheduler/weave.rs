@@ -25,7 +25,7 @@ use std::collections::HashSet;
 /// Most copies as a share of requests, plus an allowance for short downloads. 4 % keeps the
 /// duplicates under a 5 % waste budget once a download passes 3 200 requests (the allowance's
 /// 32 packets are then under 1 %); at 5 % the allowance pushed Pscheduler Fig. 15–18 runs to
-/// 5.2–5.4 %, and the extra copies bought no OFO or goodput there (docs/reproduction.md).
+/// 5.1–5.4 %, and the extra copies bought no OFO or goodput there (docs/reproduction.md).
 const COPY_SHARE: f64 = 0.04;
 const COPY_ALLOWANCE: u64 = 32;
 
