@@ -31,7 +31,9 @@ use crate::tracker_client::{Heartbeat, Registration, TrackerClient};
 pub const MAX_SEND_BATCH: usize = 256;
 /// How often the tracker task looks for contents added to the store.
 const STORE_RESCAN: Duration = Duration::from_secs(2);
-/// Tracker retry backoff: first wait and cap.
+/// Tracker retry backoff: first wait and cap. A registered device caps it at its heartbeat
+/// interval instead: retrying at the heartbeat rate costs a recovering tracker no more than its
+/// devices' normal heartbeats, and brings every device back within one interval of the restart.
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How long a shutdown waits for the tracker to acknowledge the deregistration.
@@ -401,8 +403,9 @@ impl Backoff {
     fn reset(&mut self) {
         self.next = BACKOFF_FIRST;
     }
-    fn next_wait(&mut self) -> Duration {
-        let wait = self.next;
+    /// The wait before the next retry, never above `cap`; the one after doubles.
+    fn next_wait(&mut self, cap: Duration) -> Duration {
+        let wait = self.next.min(cap);
         self.next = (self.next * 2).min(BACKOFF_MAX);
         wait
     }
@@ -421,6 +424,7 @@ struct TrackerPresence {
 impl TrackerPresence {
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut backoff = Backoff::new();
+        let mut forgotten_last = false;
         let mut registered = false;
         let mut heartbeat_every = Duration::from_secs(10);
         let mut next_heartbeat = tokio::time::Instant::now();
@@ -432,6 +436,7 @@ impl TrackerPresence {
             if *stop.borrow() {
                 break;
             }
+            let was_registered = registered;
             let step = self
                 .step(
                     &mut registered,
@@ -445,11 +450,23 @@ impl TrackerPresence {
             let wait = match step {
                 Ok(()) => {
                     backoff.reset();
+                    forgotten_last = false;
                     STORE_RESCAN.min(next_heartbeat.saturating_duration_since(tokio::time::Instant::now()))
+                }
+                // The tracker answered that it forgot the device (it restarted without its
+                // state, or the device's ttl ran out during an outage): it is reachable, so the
+                // outage's backoff is over and the device registers at once. A second "forgot"
+                // in a row backs off, so a tracker that keeps forgetting is not hammered.
+                Err(e) if was_registered && !registered && !forgotten_last => {
+                    tracing::info!(%id, error = %e, "the tracker forgot this device; registering again");
+                    forgotten_last = true;
+                    backoff.reset();
+                    Duration::ZERO
                 }
                 Err(e) => {
                     self.metrics.tracker_errors.inc();
-                    let wait = backoff.next_wait();
+                    let cap = if registered { heartbeat_every } else { BACKOFF_MAX };
+                    let wait = backoff.next_wait(cap);
                     tracing::warn!(error = %e, retry_in = ?wait, "tracker");
                     wait
                 }
@@ -529,10 +546,7 @@ impl TrackerPresence {
                 healthy: true,
             };
             if let Err(e) = self.client.heartbeat(id, &heartbeat).await {
-                if e.is_not_found() {
-                    tracing::info!(%id, "the tracker forgot this device; registering again");
-                    *registered = false;
-                }
+                *registered &= !e.is_not_found();
                 return Err(e.into());
             }
             *last_beat = now;
@@ -692,13 +706,17 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_its_cap_and_resets() {
         let mut b = Backoff::new();
-        let waits: Vec<Duration> = (0..9).map(|_| b.next_wait()).collect();
+        let waits: Vec<Duration> = (0..9).map(|_| b.next_wait(BACKOFF_MAX)).collect();
         assert_eq!(waits[0], BACKOFF_FIRST);
         assert_eq!(waits[1], BACKOFF_FIRST * 2);
         assert_eq!(*waits.last().unwrap(), BACKOFF_MAX);
         assert!(waits.windows(2).all(|w| w[0] <= w[1]));
         b.reset();
-        assert_eq!(b.next_wait(), BACKOFF_FIRST);
+        assert_eq!(b.next_wait(BACKOFF_MAX), BACKOFF_FIRST);
+        // A registered device's cap is its heartbeat interval.
+        b.reset();
+        let waits: Vec<Duration> = (0..6).map(|_| b.next_wait(Duration::from_secs(1))).collect();
+        assert_eq!(waits, [500, 1000, 1000, 1000, 1000, 1000].map(Duration::from_millis));
     }
 
     #[test]

@@ -22,6 +22,15 @@ fn tracker_config(listen: SocketAddr, store: StoreUrl) -> TrackerConfig {
     config
 }
 
+/// Sends the devices' and the tracker's logs to the test's output, which libtest shows when the
+/// test fails: a tracker outage's story (retries, re-registrations) is in them.
+fn show_logs_on_failure() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("pcdn_net=info,pcdn_tracker=info")
+        .try_init();
+}
+
 /// Polls `check` until it holds; panics with `what` after 20 s.
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
@@ -56,6 +65,7 @@ async fn serve(store: &std::path::Path, origin: bool, tracker: &str) -> ServerHa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_download_survives_a_tracker_restart_and_devices_find_a_new_tracker() {
+    show_logs_on_failure();
     let lab = Lab::new(5_000_000, 3);
     let db = lab.dir.path().join("tracker.db");
     let tracker = pcdn_tracker::bind(tracker_config(
@@ -97,13 +107,16 @@ async fn a_download_survives_a_tracker_restart_and_devices_find_a_new_tracker() 
         !download.is_finished(),
         "the download ended before the tracker could be stopped"
     );
+    let down_at = std::time::Instant::now();
     tracker.stop().await.unwrap();
+    tracing::info!(stop_took = ?down_at.elapsed(), "tracker stopped");
     assert!(client.servers(&lab.id, 8).await.is_err(), "the tracker is down");
     // Down for a while, then back on the same address and database.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let tracker = pcdn_tracker::bind(tracker_config(tracker_addr, StoreUrl::Sqlite(db)))
         .await
         .unwrap();
+    tracing::info!(down_for = ?down_at.elapsed(), "tracker restarted");
 
     let report = download.await.unwrap().unwrap();
     assert!(
@@ -160,6 +173,42 @@ async fn a_download_survives_a_tracker_restart_and_devices_find_a_new_tracker() 
     }
     let lookup = client.servers(&lab.id, 8).await.unwrap();
     assert!(lookup.servers.is_empty() && lookup.origins.is_empty(), "{lookup:?}");
+    tracker.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_return_at_the_heartbeat_rate_after_a_long_tracker_outage() {
+    show_logs_on_failure();
+    let lab = Lab::new(100_000, 1);
+    let db = lab.dir.path().join("tracker.db");
+    let config = |listen| tracker_config(listen, StoreUrl::Sqlite(db.clone()));
+    let tracker = pcdn_tracker::bind(config("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let tracker_addr = tracker.local_addr();
+    let url = format!("http://{tracker_addr}");
+    let client = TrackerClient::new(&url, None).unwrap();
+    let origin = serve(&lab.origin_store, true, &url).await;
+    let edge = serve(&lab.edge_stores[0], false, &url).await;
+    eventually("both devices are registered", || listed(&client, &lab, 1, 1)).await;
+
+    // Down for 5 s: past the 3 s ttl, so the restarted tracker has expired both devices, and
+    // long enough that an uncapped doubling backoff (0.5, 1, 2, 4 s...) would wait 4 s more
+    // and then 8 s after the "register again" answer.
+    tracker.stop().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let tracker = pcdn_tracker::bind(config(tracker_addr)).await.unwrap();
+    let back = std::time::Instant::now();
+    eventually("both devices are listed again", || listed(&client, &lab, 1, 1)).await;
+    // Retries at the 1 s heartbeat rate, then at once after the "register again" answer.
+    let took = back.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "the devices came back {took:?} after the restart"
+    );
+    for server in [edge, origin] {
+        server.shutdown().await.unwrap();
+    }
     tracker.stop().await.unwrap();
 }
 
