@@ -1,26 +1,40 @@
 //! `weave`, pcdn's own scheduler: paths pick packets by predicted arrival, and a task's
 //! tail goes where it completes soonest.
 //!
-//! - **Order** (from Pscheduler's Eq. 7): a path with room takes the pending packet whose
-//!   turn comes when its own request would land — the packets the faster paths deliver
-//!   meanwhile are skipped for them: `offset_i = Σ_{E_j < E_i} (E_i − E_j) · R_j / size`,
-//!   with E the loss-aware expected transmission time (Eq. 6) and R the delivery rate (Eq. 5).
-//!   The fastest path (offset 0) takes the head of the queue, lost packets first.
+//! - **Arrival clock**: a request sent now on path i is answered after the path's minimum
+//!   RTT, or after the requests already queued on it, whichever is later:
+//!   `A_i = max(min_rtt_i + L_i, clock_i − now + c_i + 1/R̂_i)`, with `clock_i` the
+//!   predicted answer to the path's latest request, `R̂_i` its peak delivery rate over the
+//!   last 10 round trips (the bottleneck's rate, Eq. 5 sampled while the path was busy),
+//!   `L_i` Eq. 6's loss penalty (E − sRTT), and `c_i` how much later than predicted the
+//!   path's latest answer came. A burst of requests (a task's start, a window opening) is
+//!   answered over `n/R̂`, not all after one sRTT, and the correction keeps the clock on
+//!   the measured answers without the lag of a smoothed RTT.
+//! - **Order** (Pscheduler's Eq. 7 on those clocks): a path with room takes the pending
+//!   packet whose turn comes when its own request would land — the packets the paths
+//!   answering sooner deliver meanwhile are skipped for them:
+//!   `offset_i = Σ_{A_j < A_i} (A_i − A_j) · R̂_j / size`. The soonest path (offset 0) takes
+//!   the head of the queue, lost packets first.
+//! - **Pipe cap**: a path keeps at most `1.25 · R̂_i ÷ (1 − loss) · min_rtt_i` plus 4
+//!   requests in flight (BBR's in-flight bound with its 1.25 probing gain, Cardwell et al.
+//!   2016): enough to keep its bottleneck busy and to measure more rate when there is more,
+//!   but no standing queue whose length the congestion control sets (a loss-based control
+//!   fills the whole buffer, and answers then come a buffer's delay late).
 //! - **End of the queue, with packets left to ask for**: when a path's offset runs past the
-//!   queue (the task's tail, or the reorder buffer's limit), the faster paths will drain it by
-//!   themselves in `pending / Σ R_faster`. The path takes the last pending packet only if its
-//!   request lands before the faster paths would get to it (the reasoning of ECF, Lim et al.
-//!   2017, and BLEST, Ferlin et al. 2016); otherwise it waits, rather than become the packet
+//!   queue (the task's tail, or the reorder buffer's limit), the sooner paths will drain it
+//!   by themselves in `pending / Σ R̂_sooner`. The path takes the last pending packet only if
+//!   its request lands before they would get to it (the reasoning of ECF, Lim et al. 2017,
+//!   and BLEST, Ferlin et al. 2016); otherwise it waits, rather than become the packet
 //!   everything else waits for.
-//! - **Tail, everything in flight**: a path that would deliver sooner than the path a packet
+//! - **Tail, everything in flight**: a path that would answer sooner than the path a packet
 //!   is on asks for that packet again, oldest first, each packet once; copies are capped at
 //!   a small share of requests, so the tail is cut without Pscheduler's blanket redundancy.
 
-use super::pscheduler::offset;
 use super::{Pick, SchedEvent, Scheduler, View};
 use crate::path::PathId;
-use crate::time::Instant;
-use std::collections::HashSet;
+use crate::scheduler::PathView;
+use crate::time::{Duration, Instant};
+use std::collections::{HashMap, HashSet};
 
 /// Most copies as a share of requests, plus an allowance for short downloads. 4 % keeps the
 /// duplicates under a 5 % waste budget once a download passes 3 200 requests (the allowance's
@@ -28,38 +42,128 @@ use std::collections::HashSet;
 /// 5.1–5.4 %, and the extra copies bought no OFO or goodput there (docs/reproduction.md).
 const COPY_SHARE: f64 = 0.04;
 const COPY_ALLOWANCE: u64 = 32;
+/// The pipe cap's gain over the bandwidth-delay product, and its allowance in requests.
+const PIPE_GAIN: f64 = 1.25;
+const PIPE_ALLOWANCE: f64 = 4.0;
+/// Round trips over which the peak delivery rate is kept (BBR's bandwidth filter).
+const PEAK_WINDOW_RTTS: f64 = 10.0;
+/// The random-loss share the pipe cap makes up for at most.
+const MAX_LOSS: f64 = 0.3;
+
+/// What `weave` keeps of one path.
+#[derive(Debug, Default)]
+struct PathClock {
+    /// Peak delivery rate (bytes per second) and when it was measured.
+    peak: Option<(Instant, f64)>,
+    /// Predicted answer to the latest request, before correction.
+    clock: Option<Instant>,
+    /// Seconds the latest answer came after its prediction (negative: before).
+    correction: f64,
+}
 
 #[derive(Debug, Default)]
 pub struct Weave {
     copied: HashSet<u64>,
     requests: u64,
     copies: u64,
+    clocks: HashMap<PathId, PathClock>,
+    /// Uncorrected predicted answer of each request in flight.
+    predicted: HashMap<(PathId, u64), Instant>,
+}
+
+fn secs(t: Instant) -> f64 {
+    t.as_nanos() as f64 / 1e9
 }
 
 impl Weave {
-    /// Seconds until the paths faster than `i` have drained `pending` packets.
-    fn drain_time(view: &View<'_>, i: PathId, pending: u64) -> Option<f64> {
-        let me = view.path(i)?;
+    /// Keeps each path's peak delivery rate over the last `PEAK_WINDOW_RTTS` round trips.
+    fn update_peaks(&mut self, view: &View<'_>) {
+        for p in view.paths {
+            let Some(rate) = p.delivery_rate else { continue };
+            let window = Duration::from_secs_f64(PEAK_WINDOW_RTTS * p.srtt.as_secs_f64());
+            let state = self.clocks.entry(p.id).or_default();
+            match state.peak {
+                Some((at, peak)) if rate < peak && view.now - at <= window => {}
+                _ => state.peak = Some((view.now, rate)),
+            }
+        }
+    }
+
+    /// Peak delivery rate in packets per second; the Eq. 5 estimate before one is kept.
+    fn rate(&self, view: &View<'_>, p: &PathView) -> f64 {
+        let bytes = match self.clocks.get(&p.id).and_then(|c| c.peak) {
+            Some((_, peak)) => peak,
+            None => p.throughput(view.packet_size),
+        };
+        bytes / view.packet_size as f64
+    }
+
+    /// Seconds from now until the answer to a request sent now on each path.
+    fn arrivals(&self, view: &View<'_>) -> Vec<f64> {
+        let now = secs(view.now);
+        view.paths
+            .iter()
+            .map(|p| {
+                let loss_penalty = p.expected_time.saturating_sub(p.srtt);
+                let base = (p.min_rtt + loss_penalty).as_secs_f64();
+                match self.clocks.get(&p.id) {
+                    Some(PathClock {
+                        peak: Some(_),
+                        clock: Some(clock),
+                        correction,
+                    }) => base.max(secs(*clock) - now + correction + 1.0 / self.rate(view, p)),
+                    // No rate measured yet: Eq. 6 as Pscheduler has it.
+                    _ => p.expected_time.as_secs_f64(),
+                }
+            })
+            .collect()
+    }
+
+    /// Eq. 7 on arrival clocks: packets the paths answering sooner deliver first.
+    fn offset(&self, view: &View<'_>, at: &[f64], i: usize) -> u64 {
+        let packets: f64 = view
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i && at[j] < at[i])
+            .map(|(j, p)| (at[i] - at[j]) * self.rate(view, p))
+            .sum();
+        // The clocks pass through nanoseconds: a whole number of packets must not floor to one less.
+        (packets + 1e-6).floor() as u64
+    }
+
+    /// Seconds until the paths answering sooner than `i` have drained `pending` packets.
+    fn drain_time(&self, view: &View<'_>, at: &[f64], i: usize, pending: u64) -> Option<f64> {
         let rate: f64 = view
             .paths
             .iter()
-            .filter(|p| p.id != i && p.expected_time < me.expected_time)
-            .map(|p| p.throughput(view.packet_size) / view.packet_size as f64)
+            .enumerate()
+            .filter(|&(j, _)| j != i && at[j] < at[i])
+            .map(|(_, p)| self.rate(view, p))
             .sum();
         (rate > 0.0).then(|| pending as f64 / rate)
     }
 
-    /// The oldest packet in flight only on paths slower than `i`, not copied before.
-    fn copy_candidate(&self, view: &View<'_>, i: PathId) -> Option<u64> {
-        let me = view.path(i)?;
+    /// The path's requests in flight are under its pipe cap (always, before a rate is kept).
+    fn under_pipe_cap(&self, view: &View<'_>, p: &PathView) -> bool {
+        let Some((_, peak)) = self.clocks.get(&p.id).and_then(|c| c.peak) else {
+            return true;
+        };
+        let pipe = peak / (1.0 - p.loss_rate.min(MAX_LOSS)) * p.min_rtt.as_secs_f64() / view.packet_size as f64;
+        (p.in_flight as f64) < PIPE_GAIN * pipe + PIPE_ALLOWANCE
+    }
+
+    /// The oldest packet in flight only on paths answering later than `i`, not copied before.
+    fn copy_candidate(&self, view: &View<'_>, at: &[f64], i: usize) -> Option<u64> {
+        let me = view.paths[i].id;
+        let at_of = |id: PathId| view.paths.iter().position(|p| p.id == id).map(|j| at[j]);
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
-            if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, i) {
-                let mut slower = false;
-                view.in_flight.paths_of(seq, &mut |p| {
-                    slower |= view.path(p).is_some_and(|v| v.expected_time > me.expected_time)
-                });
-                if slower {
+            if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
+                let mut later = false;
+                view.in_flight
+                    .paths_of(seq, &mut |p| later |= at_of(p).is_some_and(|a| a > at[i]));
+                if later {
                     found = Some(seq);
                     return false;
                 }
@@ -69,8 +173,14 @@ impl Weave {
         found
     }
 
-    fn pick(&mut self, path: PathId, seq: u64) -> Option<Pick> {
+    /// Sends `seq` on `path`, whose answer is predicted `arrival` seconds from now.
+    fn pick(&mut self, now: Instant, path: PathId, seq: u64, arrival: f64) -> Option<Pick> {
         self.requests += 1;
+        let state = self.clocks.entry(path).or_default();
+        // The clock chains uncorrected predictions; the correction is applied when read.
+        let raw = Instant::from_nanos(((secs(now) + arrival - state.correction).max(0.0) * 1e9) as u64);
+        state.clock = Some(raw);
+        self.predicted.insert((path, seq), raw);
         Some(Pick { path, seq })
     }
 }
@@ -81,58 +191,73 @@ impl Scheduler for Weave {
     }
 
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
+        self.update_peaks(view);
         let pending = view.pending.len();
-        // Fastest first: it takes the head of the queue, the others their offsets.
-        let mut paths: Vec<_> = view.sendable().collect();
-        paths.sort_by_key(|p| (p.expected_time, p.id));
-        for p in paths {
-            let k = offset(view, p.id);
+        let at = self.arrivals(view);
+        // Soonest answer first: it takes the head of the queue, the others their offsets.
+        let mut order: Vec<usize> = (0..view.paths.len()).filter(|&j| view.paths[j].can_send).collect();
+        order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
+        for j in order {
+            let p = &view.paths[j];
+            if !self.under_pipe_cap(view, p) {
+                continue;
+            }
+            let k = self.offset(view, &at, j);
             if k < pending {
                 let seq = view.pending.nth(k)?;
-                return self.pick(p.id, seq);
+                return self.pick(view.now, p.id, seq, at[j]);
             }
-            let at_task_tail = view.reorder_limit >= view.task_end;
             if pending > 0 {
                 // The queue ends (the task's tail, or the reorder buffer's limit) before this
-                // path's turn: the last packet, if it lands before the faster paths get to it.
-                let mine = p.expected_time.as_secs_f64();
-                let theirs = Self::drain_time(view, p.id, pending).map_or(f64::INFINITY, |d| {
-                    d + view
-                        .paths
-                        .iter()
-                        .map(|q| q.expected_time)
-                        .min()
-                        .unwrap_or_default()
-                        .as_secs_f64()
-                });
-                if mine < theirs {
+                // path's turn: the last packet, if it lands before the sooner paths get to it.
+                let soonest = at.iter().copied().fold(f64::INFINITY, f64::min);
+                let theirs = self
+                    .drain_time(view, &at, j, pending)
+                    .map_or(f64::INFINITY, |d| d + soonest);
+                if at[j] < theirs {
                     let seq = view.pending.nth(pending - 1)?;
-                    return self.pick(p.id, seq);
+                    return self.pick(view.now, p.id, seq, at[j]);
                 }
                 continue;
             }
+            let at_task_tail = view.reorder_limit >= view.task_end;
             let budget = COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
             if at_task_tail && self.copies < budget {
-                if let Some(seq) = self.copy_candidate(view, p.id) {
+                if let Some(seq) = self.copy_candidate(view, &at, j) {
                     self.copied.insert(seq);
                     self.copies += 1;
-                    return self.pick(p.id, seq);
+                    return self.pick(view.now, p.id, seq, at[j]);
                 }
             }
         }
         None
     }
 
-    fn on_event(&mut self, _now: Instant, event: &SchedEvent) {
-        if let SchedEvent::Arrived { seq, .. } = *event {
-            self.copied.remove(&seq);
+    fn on_event(&mut self, now: Instant, event: &SchedEvent) {
+        match *event {
+            SchedEvent::Arrived { path, seq, .. } => {
+                self.copied.remove(&seq);
+                if let Some(predicted) = self.predicted.remove(&(path, seq)) {
+                    if let Some(state) = self.clocks.get_mut(&path) {
+                        state.correction = secs(now) - secs(predicted);
+                    }
+                }
+            }
+            SchedEvent::Lost { path, seq } => {
+                self.predicted.remove(&(path, seq));
+            }
+            SchedEvent::PathRemoved(path) => {
+                self.clocks.remove(&path);
+                self.predicted.retain(|&(p, _), _| p != path);
+            }
+            _ => {}
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{Fixture, path};
+    use super::super::testing::{Fixture, path, paths_of, seqs_of};
     use super::*;
 
     #[test]
@@ -158,6 +283,39 @@ mod tests {
                 seq: 40
             }
         );
+    }
+
+    /// A path delivering 1000 packets per second (the fixture's packets are 1000 bytes).
+    fn measured(mut p: PathView) -> PathView {
+        p.delivery_rate = Some(1_000_000.0);
+        p
+    }
+
+    #[test]
+    fn a_burst_on_the_slow_path_interleaves_with_the_fast_one() {
+        // The fast path's window is full; the slow one opens 5 requests at once. Their answers
+        // come 1 ms apart (1000 packets/s), so each skips one more packet for the fast path
+        // than the one before: 40, 42, 44... With one sRTT for all five they would take
+        // 40, 41, 42, 43, 44, and the fast path's packets would arrive behind them.
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 5, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        let picks = f.run(&mut w);
+        assert_eq!(paths_of(&picks), vec![1; 5]);
+        assert_eq!(seqs_of(&picks), vec![40, 42, 44, 46, 48]);
+    }
+
+    #[test]
+    fn a_path_at_its_pipe_cap_gets_no_request() {
+        // 10 ms at 1000 packets/s: a 10-packet pipe, so at most 1.25 · 10 + 4 = 16.5 in flight,
+        // however large the window.
+        let mut f = Fixture::new(vec![measured(path(0, 10, 100, 16))], 0..1000);
+        let mut w = Weave::default();
+        assert!(w.next(&f.view()).is_some(), "16 in flight: under the cap");
+        f.path_mut(0).in_flight = 17;
+        assert_eq!(w.next(&f.view()), None, "17 in flight: at the cap");
     }
 
     #[test]
