@@ -44,6 +44,16 @@ where
     }
 }
 
+/// A tracker on a free loopback port, its base URL, and a client of it.
+async fn start_tracker(store: StoreUrl) -> (pcdn_tracker::RunningTracker, String, TrackerClient) {
+    let tracker = pcdn_tracker::bind(tracker_config("127.0.0.1:0".parse().unwrap(), store))
+        .await
+        .unwrap();
+    let url = format!("http://{}", tracker.local_addr());
+    let client = TrackerClient::new(&url, None).unwrap();
+    (tracker, url, client)
+}
+
 /// The lookup lists `edges` edges and `origins` origins, and the tracker has the manifest.
 async fn listed(client: &TrackerClient, lab: &Lab, edges: usize, origins: usize) -> bool {
     let lookup: Option<Lookup> = client.servers(&lab.id, 8).await.ok();
@@ -68,15 +78,8 @@ async fn a_download_survives_a_tracker_restart_and_devices_find_a_new_tracker() 
     show_logs_on_failure();
     let lab = Lab::new(5_000_000, 3);
     let db = lab.dir.path().join("tracker.db");
-    let tracker = pcdn_tracker::bind(tracker_config(
-        "127.0.0.1:0".parse().unwrap(),
-        StoreUrl::Sqlite(db.clone()),
-    ))
-    .await
-    .unwrap();
+    let (tracker, url, client) = start_tracker(StoreUrl::Sqlite(db.clone())).await;
     let tracker_addr = tracker.local_addr();
-    let url = format!("http://{tracker_addr}");
-    let client = TrackerClient::new(&url, None).unwrap();
 
     let origin = serve(&lab.origin_store, true, &url).await;
     let mut edges = Vec::new();
@@ -181,13 +184,8 @@ async fn devices_return_at_the_heartbeat_rate_after_a_long_tracker_outage() {
     show_logs_on_failure();
     let lab = Lab::new(100_000, 1);
     let db = lab.dir.path().join("tracker.db");
-    let config = |listen| tracker_config(listen, StoreUrl::Sqlite(db.clone()));
-    let tracker = pcdn_tracker::bind(config("127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
+    let (tracker, url, client) = start_tracker(StoreUrl::Sqlite(db.clone())).await;
     let tracker_addr = tracker.local_addr();
-    let url = format!("http://{tracker_addr}");
-    let client = TrackerClient::new(&url, None).unwrap();
     let origin = serve(&lab.origin_store, true, &url).await;
     let edge = serve(&lab.edge_stores[0], false, &url).await;
     eventually("both devices are registered", || listed(&client, &lab, 1, 1)).await;
@@ -197,7 +195,9 @@ async fn devices_return_at_the_heartbeat_rate_after_a_long_tracker_outage() {
     // and then 8 s after the "register again" answer.
     tracker.stop().await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let tracker = pcdn_tracker::bind(config(tracker_addr)).await.unwrap();
+    let tracker = pcdn_tracker::bind(tracker_config(tracker_addr, StoreUrl::Sqlite(db)))
+        .await
+        .unwrap();
     let back = std::time::Instant::now();
     eventually("both devices are listed again", || listed(&client, &lab, 1, 1)).await;
     // Retries at the 1 s heartbeat rate, then at once after the "register again" answer.

@@ -71,10 +71,6 @@ pub struct Weave {
     predicted: HashMap<(PathId, u64), Instant>,
 }
 
-fn secs(t: Instant) -> f64 {
-    t.as_nanos() as f64 / 1e9
-}
-
 impl Weave {
     /// Keeps each path's peak delivery rate over the last `PEAK_WINDOW_RTTS` round trips.
     fn update_peaks(&mut self, view: &View<'_>) {
@@ -100,7 +96,7 @@ impl Weave {
 
     /// Seconds from now until the answer to a request sent now on each path.
     fn arrivals(&self, view: &View<'_>) -> Vec<f64> {
-        let now = secs(view.now);
+        let now = view.now.since_epoch().as_secs_f64();
         view.paths
             .iter()
             .map(|p| {
@@ -111,7 +107,7 @@ impl Weave {
                         peak: Some(_),
                         clock: Some(clock),
                         correction,
-                    }) => base.max(secs(*clock) - now + correction + 1.0 / self.rate(view, p)),
+                    }) => base.max(clock.since_epoch().as_secs_f64() - now + correction + 1.0 / self.rate(view, p)),
                     // No rate measured yet: Eq. 6 as Pscheduler has it.
                     _ => p.expected_time.as_secs_f64(),
                 }
@@ -178,7 +174,8 @@ impl Weave {
         self.requests += 1;
         let state = self.clocks.entry(path).or_default();
         // The clock chains uncorrected predictions; the correction is applied when read.
-        let raw = Instant::from_nanos(((secs(now) + arrival - state.correction).max(0.0) * 1e9) as u64);
+        let raw =
+            Instant::from_nanos(((now.since_epoch().as_secs_f64() + arrival - state.correction).max(0.0) * 1e9) as u64);
         state.clock = Some(raw);
         self.predicted.insert((path, seq), raw);
         Some(Pick { path, seq })
@@ -239,7 +236,7 @@ impl Scheduler for Weave {
                 self.copied.remove(&seq);
                 if let Some(predicted) = self.predicted.remove(&(path, seq)) {
                     if let Some(state) = self.clocks.get_mut(&path) {
-                        state.correction = secs(now) - secs(predicted);
+                        state.correction = now.since_epoch().as_secs_f64() - predicted.since_epoch().as_secs_f64();
                     }
                 }
             }
