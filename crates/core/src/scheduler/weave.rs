@@ -2,24 +2,33 @@
 //! tail goes where it completes soonest.
 //!
 //! - **Arrival clock**: a request sent now on path i is answered after the path's minimum
-//!   RTT, or after the requests already queued on it, whichever is later:
-//!   `A_i = max(min_rtt_i + L_i, clock_i − now + c_i + 1/R̂_i)`, with `clock_i` the
-//!   predicted answer to the path's latest request, `R̂_i` its peak delivery rate over the
+//!   RTT, or after the requests already queued on it, whichever is later, plus what the
+//!   answers have shown this model to miss:
+//!   `A_i = max(min_rtt_i + L_i, clock_i − now + 1/R̂_i) + ē_i + d̄_i`, with `clock_i` the
+//!   modelled answer to the path's latest request, `R̂_i` its peak delivery rate over the
 //!   last 10 round trips (the bottleneck's rate, Eq. 5 sampled while the path was busy),
-//!   `L_i` Eq. 6's loss penalty (E − sRTT), and `c_i` how much later than predicted the
-//!   path's latest answer came. A burst of requests (a task's start, a window opening) is
-//!   answered over `n/R̂`, not all after one sRTT, and the correction keeps the clock on
-//!   the measured answers without the lag of a smoothed RTT.
+//!   `L_i` Eq. 6's loss penalty (E − sRTT), and `ē_i`, `d̄_i` the smoothed error of the model
+//!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
+//!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
+//!   window opening) is answered over `n/R̂`, not all after one sRTT; the error term carries
+//!   what the model cannot see (delay jitter, a queue other traffic builds), and the
+//!   deviation moves a jittery path's packets later in the order, because an answer that
+//!   comes late holds back everything the other paths delivered behind it, while one that
+//!   comes early only waits itself.
 //! - **Order** (Pscheduler's Eq. 7 on those clocks): a path with room takes the pending
 //!   packet whose turn comes when its own request would land — the packets the paths
 //!   answering sooner deliver meanwhile are skipped for them:
 //!   `offset_i = Σ_{A_j < A_i} (A_i − A_j) · R̂_j / size`. The soonest path (offset 0) takes
 //!   the head of the queue, lost packets first.
-//! - **Pipe cap**: a path keeps at most `1.25 · R̂_i ÷ (1 − loss) · min_rtt_i` plus 4
-//!   requests in flight (BBR's in-flight bound with its 1.25 probing gain, Cardwell et al.
-//!   2016): enough to keep its bottleneck busy and to measure more rate when there is more,
-//!   but no standing queue whose length the congestion control sets (a loss-based control
-//!   fills the whole buffer, and answers then come a buffer's delay late).
+//! - **Pipe cap**: a path keeps at most `1.25 · R̂_i ÷ (1 − loss) · rtt_i` plus 4 requests
+//!   in flight (BBR's in-flight bound with its 1.25 probing gain, Cardwell et al. 2016):
+//!   enough to keep its bottleneck busy and to measure more rate when there is more, but no
+//!   standing queue whose length the congestion control sets (a loss-based control fills
+//!   the whole buffer, and answers then come a buffer's delay late). `rtt_i` is the minimum
+//!   RTT, or, once the path has delivered below `R̂_i ÷ 1.25` (its pipe was not full, so no
+//!   queue of its own was there to inflate the RTT), the smallest RTT sample of the last
+//!   round trip measured then: under delay jitter the minimum RTT is an outlier, a cap
+//!   sized by it starves the path, and the peak rate then decays with the starved rate.
 //! - **End of the queue, with packets left to ask for**: when a path's offset runs past the
 //!   queue (the task's tail, or the reorder buffer's limit), the sooner paths will drain it
 //!   by themselves in `pending / Σ R̂_sooner`. The path takes the last pending packet only if
@@ -49,16 +58,53 @@ const PIPE_ALLOWANCE: f64 = 4.0;
 const PEAK_WINDOW_RTTS: f64 = 10.0;
 /// The random-loss share the pipe cap makes up for at most.
 const MAX_LOSS: f64 = 0.3;
+/// Gain of the arrival clock's error and deviation averages (RFC 6298 §2 uses 1/8 and 1/4;
+/// 1/4 for both follows a jittery path's error closer, measured on Pscheduler's Fig. 16).
+const ERROR_GAIN: f64 = 0.25;
 
 /// What `weave` keeps of one path.
 #[derive(Debug, Default)]
 struct PathClock {
     /// Peak delivery rate (bytes per second) and when it was measured.
     peak: Option<(Instant, f64)>,
-    /// Predicted answer to the latest request, before correction.
+    /// Modelled answer to the latest request, before the error terms.
     clock: Option<Instant>,
-    /// Seconds the latest answer came after its prediction (negative: before).
-    correction: f64,
+    /// Smoothed seconds the answers came after the model's prediction (negative: before).
+    error: f64,
+    /// Smoothed mean deviation of the answers' error from `error`.
+    deviation: f64,
+    /// RTT the pipe cap is sized by, when measured larger than the minimum (seconds).
+    pipe_rtt: Option<f64>,
+    /// The round trip under way: when it began and its smallest RTT sample so far.
+    round: Option<(Instant, f64)>,
+    /// Smallest RTT sample of the last complete round trip.
+    last_round_min: Option<f64>,
+}
+
+impl PathClock {
+    /// Seconds added to the model's prediction.
+    fn shift(&self) -> f64 {
+        self.error + self.deviation
+    }
+
+    /// Folds an answer's RTT sample into the round trip it belongs to.
+    fn on_rtt_sample(&mut self, now: Instant, rtt: f64) {
+        match self.round {
+            Some((start, least)) if (now - start).as_secs_f64() < least => self.round = Some((start, least.min(rtt))),
+            Some((_, least)) => {
+                self.last_round_min = Some(least);
+                self.round = Some((now, rtt));
+            }
+            None => self.round = Some((now, rtt)),
+        }
+    }
+
+    /// Folds the error of a modelled answer into the averages (RFC 6298 §2.3's order:
+    /// the deviation against the old average first).
+    fn on_error(&mut self, error: f64) {
+        self.deviation += ERROR_GAIN * ((error - self.error).abs() - self.deviation);
+        self.error += ERROR_GAIN * (error - self.error);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -67,17 +113,23 @@ pub struct Weave {
     requests: u64,
     copies: u64,
     clocks: HashMap<PathId, PathClock>,
-    /// Uncorrected predicted answer of each request in flight.
+    /// Modelled answer of each request in flight, before the error terms.
     predicted: HashMap<(PathId, u64), Instant>,
 }
 
 impl Weave {
-    /// Keeps each path's peak delivery rate over the last `PEAK_WINDOW_RTTS` round trips.
+    /// Keeps each path's peak delivery rate over the last `PEAK_WINDOW_RTTS` round trips, and
+    /// the pipe cap's RTT from a round measured while the path's pipe was not full.
     fn update_peaks(&mut self, view: &View<'_>) {
         for p in view.paths {
             let Some(rate) = p.delivery_rate else { continue };
             let window = Duration::from_secs_f64(PEAK_WINDOW_RTTS * p.srtt.as_secs_f64());
             let state = self.clocks.entry(p.id).or_default();
+            if let (Some((_, peak)), Some(least)) = (state.peak, state.last_round_min) {
+                if rate * PIPE_GAIN < peak {
+                    state.pipe_rtt = Some(least);
+                }
+            }
             match state.peak {
                 Some((at, peak)) if rate < peak && view.now - at <= window => {}
                 _ => state.peak = Some((view.now, rate)),
@@ -103,11 +155,17 @@ impl Weave {
                 let loss_penalty = p.expected_time.saturating_sub(p.srtt);
                 let base = (p.min_rtt + loss_penalty).as_secs_f64();
                 match self.clocks.get(&p.id) {
-                    Some(PathClock {
-                        peak: Some(_),
-                        clock: Some(clock),
-                        correction,
-                    }) => base.max(clock.since_epoch().as_secs_f64() - now + correction + 1.0 / self.rate(view, p)),
+                    Some(
+                        state @ PathClock {
+                            peak: Some(_),
+                            clock: Some(clock),
+                            ..
+                        },
+                    ) => {
+                        let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / self.rate(view, p));
+                        // No answer comes before the minimum RTT, whatever the error says.
+                        (model + state.shift()).max(p.min_rtt.as_secs_f64())
+                    }
                     // No rate measured yet: Eq. 6 as Pscheduler has it.
                     _ => p.expected_time.as_secs_f64(),
                 }
@@ -145,7 +203,13 @@ impl Weave {
         let Some((_, peak)) = self.clocks.get(&p.id).and_then(|c| c.peak) else {
             return true;
         };
-        let pipe = peak / (1.0 - p.loss_rate.min(MAX_LOSS)) * p.min_rtt.as_secs_f64() / view.packet_size as f64;
+        let min_rtt = p.min_rtt.as_secs_f64();
+        let rtt = self
+            .clocks
+            .get(&p.id)
+            .and_then(|c| c.pipe_rtt)
+            .map_or(min_rtt, |r| r.max(min_rtt));
+        let pipe = peak / (1.0 - p.loss_rate.min(MAX_LOSS)) * rtt / view.packet_size as f64;
         (p.in_flight as f64) < PIPE_GAIN * pipe + PIPE_ALLOWANCE
     }
 
@@ -173,9 +237,9 @@ impl Weave {
     fn pick(&mut self, now: Instant, path: PathId, seq: u64, arrival: f64) -> Option<Pick> {
         self.requests += 1;
         let state = self.clocks.entry(path).or_default();
-        // The clock chains uncorrected predictions; the correction is applied when read.
+        // The clock chains the model's predictions; the error terms are added when read.
         let raw =
-            Instant::from_nanos(((now.since_epoch().as_secs_f64() + arrival - state.correction).max(0.0) * 1e9) as u64);
+            Instant::from_nanos(((now.since_epoch().as_secs_f64() + arrival - state.shift()).max(0.0) * 1e9) as u64);
         state.clock = Some(raw);
         self.predicted.insert((path, seq), raw);
         Some(Pick { path, seq })
@@ -232,12 +296,15 @@ impl Scheduler for Weave {
 
     fn on_event(&mut self, now: Instant, event: &SchedEvent) {
         match *event {
-            SchedEvent::Arrived { path, seq, .. } => {
+            SchedEvent::Arrived { path, seq, rtt, .. } => {
                 self.copied.remove(&seq);
+                let state = self.clocks.entry(path).or_default();
+                // A zero RTT: the answer matched no request in flight, so no sample.
+                if rtt > Duration::ZERO {
+                    state.on_rtt_sample(now, rtt.as_secs_f64());
+                }
                 if let Some(predicted) = self.predicted.remove(&(path, seq)) {
-                    if let Some(state) = self.clocks.get_mut(&path) {
-                        state.correction = now.since_epoch().as_secs_f64() - predicted.since_epoch().as_secs_f64();
-                    }
+                    state.on_error(now.since_epoch().as_secs_f64() - predicted.since_epoch().as_secs_f64());
                 }
             }
             SchedEvent::Lost { path, seq } => {
@@ -313,6 +380,69 @@ mod tests {
         assert!(w.next(&f.view()).is_some(), "16 in flight: under the cap");
         f.path_mut(0).in_flight = 17;
         assert_eq!(w.next(&f.view()), None, "17 in flight: at the cap");
+    }
+
+    /// The slow path's first request (seq 40) is answered `rtt_ms` after it was sent; returns
+    /// the slow path's next pick.
+    fn next_pick_after_an_answer(rtt_ms: u64) -> Pick {
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 1, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        assert_eq!(seqs_of(&f.run(&mut w)), vec![40]);
+        f.now = Instant::from_nanos(rtt_ms * 1_000_000);
+        f.arrive(40, 1);
+        w.on_event(
+            f.now,
+            &SchedEvent::Arrived {
+                path: PathId(1),
+                seq: 40,
+                rtt: Duration::from_millis(rtt_ms),
+                duplicate: false,
+            },
+        );
+        w.next(&f.view()).unwrap()
+    }
+
+    #[test]
+    fn a_late_answer_moves_the_path_later_in_the_order() {
+        // On time (50 ms), the model stands: the slow path's next packet is 40 ahead again
+        // (seq 41, with 40 taken). 20 ms late, the error average takes 5 ms of it and the
+        // deviation 5 ms more: 10 ms later at 1000 packets/s, 10 packets further (seq 51).
+        assert_eq!(next_pick_after_an_answer(50).seq, 41);
+        assert_eq!(next_pick_after_an_answer(70).seq, 51);
+    }
+
+    /// A path with a 10 ms minimum RTT and a 1000 packets/s peak, answered in 40 ms over a whole
+    /// round trip, then delivering `rate` bytes/s: may it take a request with 30 in flight?
+    fn takes_a_request_after_slow_rounds(rate: f64) -> bool {
+        let mut f = Fixture::new(vec![measured(path(0, 10, 100, 30))], 0..1000);
+        let mut w = Weave::default();
+        assert_eq!(w.next(&f.view()), None, "30 in flight: over the 16.5 cap of 10 ms");
+        for (at_ms, seq) in [(0, 500), (50, 501)] {
+            w.on_event(
+                Instant::from_nanos(at_ms * 1_000_000),
+                &SchedEvent::Arrived {
+                    path: PathId(0),
+                    seq,
+                    rtt: Duration::from_millis(40),
+                    duplicate: false,
+                },
+            );
+        }
+        f.now = Instant::from_nanos(50_000_000);
+        f.path_mut(0).delivery_rate = Some(rate);
+        w.next(&f.view()).is_some()
+    }
+
+    #[test]
+    fn a_path_below_its_peak_sizes_its_cap_by_the_rtt_it_measures() {
+        // Delivering 400 packets/s of its 1000 peak, the path's pipe is not full, so its 40 ms
+        // answers are no queue of its own: the cap grows to 1.25 · 1000 · 0.04 + 4 = 54.
+        assert!(takes_a_request_after_slow_rounds(400_000.0));
+        // At its peak, the same 40 ms may be its own queue: the cap stays at the minimum RTT's.
+        assert!(!takes_a_request_after_slow_rounds(1_000_000.0));
     }
 
     #[test]
