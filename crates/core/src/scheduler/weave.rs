@@ -6,7 +6,8 @@
 //!   answers have shown this model to miss:
 //!   `A_i = max(min_rtt_i + L_i, clock_i − now + 1/R̂_i) + ē_i + d̄_i`, with `clock_i` the
 //!   modelled answer to the path's latest request, `R̂_i` its peak delivery rate over the
-//!   last 10 round trips (the bottleneck's rate, Eq. 5 sampled while the path was busy),
+//!   last 10 round trips (the bottleneck's rate, Eq. 5 sampled while the path was busy) or
+//!   the rate its answers came at over the last round trip if higher,
 //!   `L_i` Eq. 6's loss penalty (E − sRTT), and `ē_i`, `d̄_i` the smoothed error of the model
 //!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
 //!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
@@ -79,6 +80,10 @@ struct PathClock {
     round: Option<(Instant, f64)>,
     /// Smallest RTT sample of the last complete round trip.
     last_round_min: Option<f64>,
+    /// Answers in the round trip under way after its first, and their rate (packets per
+    /// second) in the last complete one.
+    round_answers: u64,
+    last_round_rate: Option<f64>,
 }
 
 impl PathClock {
@@ -87,15 +92,22 @@ impl PathClock {
         self.error + self.deviation
     }
 
-    /// Folds an answer's RTT sample into the round trip it belongs to.
+    /// Folds an answer's RTT sample into the round trip it belongs to; a round trip lasts its
+    /// smallest RTT sample.
     fn on_rtt_sample(&mut self, now: Instant, rtt: f64) {
+        self.round_answers += 1;
         match self.round {
             Some((start, least)) if (now - start).as_secs_f64() < least => self.round = Some((start, least.min(rtt))),
-            Some((_, least)) => {
+            Some((start, least)) => {
                 self.last_round_min = Some(least);
+                self.last_round_rate = Some(self.round_answers as f64 / (now - start).as_secs_f64());
                 self.round = Some((now, rtt));
+                self.round_answers = 0;
             }
-            None => self.round = Some((now, rtt)),
+            None => {
+                self.round = Some((now, rtt));
+                self.round_answers = 0;
+            }
         }
     }
 
@@ -137,13 +149,17 @@ impl Weave {
         }
     }
 
-    /// Peak delivery rate in packets per second; the Eq. 5 estimate before one is kept.
+    /// Packets per second: the peak delivery rate (the Eq. 5 estimate before one is kept), or
+    /// the rate of the last round trip's answers if higher. The delivery rate is measured over
+    /// a window of answers and lags a rising rate (a rate-based control such as Vivace ramping
+    /// up), and a clock spaced by a lagging rate predicts a queue that is not there.
     fn rate(&self, view: &View<'_>, p: &PathView) -> f64 {
         let bytes = match self.clocks.get(&p.id).and_then(|c| c.peak) {
             Some((_, peak)) => peak,
             None => p.throughput(view.packet_size),
         };
-        bytes / view.packet_size as f64
+        let answered = self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
+        (bytes / view.packet_size as f64).max(answered)
     }
 
     /// Seconds from now until the answer to a request sent now on each path.
@@ -369,6 +385,32 @@ mod tests {
         let picks = f.run(&mut w);
         assert_eq!(paths_of(&picks), vec![1; 5]);
         assert_eq!(seqs_of(&picks), vec![40, 42, 44, 46, 48]);
+    }
+
+    #[test]
+    fn answers_faster_than_the_peak_space_the_clock() {
+        // As above, but the slow path's last round trip brought 2000 answers per second: its
+        // answers are predicted 0.5 ms apart, not 1 ms, and interleave half as far.
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 5, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        for i in 0..=100u64 {
+            w.on_event(
+                Instant::from_nanos(i * 500_000),
+                &SchedEvent::Arrived {
+                    path: PathId(1),
+                    seq: 2000 + i,
+                    rtt: Duration::from_millis(50),
+                    duplicate: false,
+                },
+            );
+        }
+        f.now = Instant::from_nanos(50_000_000);
+        let picks = f.run(&mut w);
+        assert_eq!(paths_of(&picks), vec![1; 5]);
+        assert_eq!(seqs_of(&picks), vec![40, 41, 43, 44, 46]);
     }
 
     #[test]
