@@ -365,6 +365,16 @@ mod tests {
         );
     }
 
+    /// The answer to `seq` on path `path`, `rtt_ms` after its request.
+    fn answer(path: u32, seq: u64, rtt_ms: u64) -> SchedEvent {
+        SchedEvent::Arrived {
+            path: PathId(path),
+            seq,
+            rtt: Duration::from_millis(rtt_ms),
+            duplicate: false,
+        }
+    }
+
     /// A path delivering 1000 packets per second (the fixture's packets are 1000 bytes).
     fn measured(mut p: PathView) -> PathView {
         p.delivery_rate = Some(1_000_000.0);
@@ -397,15 +407,7 @@ mod tests {
         );
         let mut w = Weave::default();
         for i in 0..=100u64 {
-            w.on_event(
-                Instant::from_nanos(i * 500_000),
-                &SchedEvent::Arrived {
-                    path: PathId(1),
-                    seq: 2000 + i,
-                    rtt: Duration::from_millis(50),
-                    duplicate: false,
-                },
-            );
+            w.on_event(Instant::from_nanos(i * 500_000), &answer(1, 2000 + i, 50));
         }
         f.now = Instant::from_nanos(50_000_000);
         let picks = f.run(&mut w);
@@ -435,15 +437,7 @@ mod tests {
         assert_eq!(seqs_of(&f.run(&mut w)), vec![40]);
         f.now = Instant::from_nanos(rtt_ms * 1_000_000);
         f.arrive(40, 1);
-        w.on_event(
-            f.now,
-            &SchedEvent::Arrived {
-                path: PathId(1),
-                seq: 40,
-                rtt: Duration::from_millis(rtt_ms),
-                duplicate: false,
-            },
-        );
+        w.on_event(f.now, &answer(1, 40, rtt_ms));
         w.next(&f.view()).unwrap()
     }
 
@@ -463,15 +457,7 @@ mod tests {
         let mut w = Weave::default();
         assert_eq!(w.next(&f.view()), None, "30 in flight: over the 16.5 cap of 10 ms");
         for (at_ms, seq) in [(0, 500), (50, 501)] {
-            w.on_event(
-                Instant::from_nanos(at_ms * 1_000_000),
-                &SchedEvent::Arrived {
-                    path: PathId(0),
-                    seq,
-                    rtt: Duration::from_millis(40),
-                    duplicate: false,
-                },
-            );
+            w.on_event(Instant::from_nanos(at_ms * 1_000_000), &answer(0, seq, 40));
         }
         f.now = Instant::from_nanos(50_000_000);
         f.path_mut(0).delivery_rate = Some(rate);
