@@ -76,14 +76,22 @@ struct PathClock {
     deviation: f64,
     /// RTT the pipe cap is sized by, when measured larger than the minimum (seconds).
     pipe_rtt: Option<f64>,
-    /// The round trip under way: when it began and its smallest RTT sample so far.
-    round: Option<(Instant, f64)>,
+    /// The round trip under way.
+    round: Option<Round>,
     /// Smallest RTT sample of the last complete round trip.
     last_round_min: Option<f64>,
-    /// Answers in the round trip under way after its first, and their rate (packets per
-    /// second) in the last complete one.
-    round_answers: u64,
+    /// Rate of the last complete round trip's answers (packets per second).
     last_round_rate: Option<f64>,
+}
+
+/// One round trip of a path's answers: it lasts its smallest RTT sample.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    start: Instant,
+    /// Smallest RTT sample so far (seconds).
+    least: f64,
+    /// Answers after the first.
+    answers: u64,
 }
 
 impl PathClock {
@@ -95,19 +103,23 @@ impl PathClock {
     /// Folds an answer's RTT sample into the round trip it belongs to; a round trip lasts its
     /// smallest RTT sample.
     fn on_rtt_sample(&mut self, now: Instant, rtt: f64) {
-        self.round_answers += 1;
-        match self.round {
-            Some((start, least)) if (now - start).as_secs_f64() < least => self.round = Some((start, least.min(rtt))),
-            Some((start, least)) => {
-                self.last_round_min = Some(least);
-                self.last_round_rate = Some(self.round_answers as f64 / (now - start).as_secs_f64());
-                self.round = Some((now, rtt));
-                self.round_answers = 0;
+        let fresh = Round {
+            start: now,
+            least: rtt,
+            answers: 0,
+        };
+        match self.round.as_mut() {
+            Some(round) if (now - round.start).as_secs_f64() < round.least => {
+                round.least = round.least.min(rtt);
+                round.answers += 1;
             }
-            None => {
-                self.round = Some((now, rtt));
-                self.round_answers = 0;
+            Some(round) => {
+                // This answer closes the round trip: it counts in it.
+                self.last_round_min = Some(round.least);
+                self.last_round_rate = Some((round.answers + 1) as f64 / (now - round.start).as_secs_f64());
+                self.round = Some(fresh);
             }
+            None => self.round = Some(fresh),
         }
     }
 
@@ -154,11 +166,12 @@ impl Weave {
     /// a window of answers and lags a rising rate (a rate-based control such as Vivace ramping
     /// up), and a clock spaced by a lagging rate predicts a queue that is not there.
     fn rate(&self, view: &View<'_>, p: &PathView) -> f64 {
-        let bytes = match self.clocks.get(&p.id).and_then(|c| c.peak) {
+        let state = self.clocks.get(&p.id);
+        let bytes = match state.and_then(|c| c.peak) {
             Some((_, peak)) => peak,
             None => p.throughput(view.packet_size),
         };
-        let answered = self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
+        let answered = state.and_then(|c| c.last_round_rate).unwrap_or(0.0);
         (bytes / view.packet_size as f64).max(answered)
     }
 
@@ -216,15 +229,14 @@ impl Weave {
 
     /// The path's requests in flight are under its pipe cap (always, before a rate is kept).
     fn under_pipe_cap(&self, view: &View<'_>, p: &PathView) -> bool {
-        let Some((_, peak)) = self.clocks.get(&p.id).and_then(|c| c.peak) else {
+        let Some(state) = self.clocks.get(&p.id) else {
+            return true;
+        };
+        let Some((_, peak)) = state.peak else {
             return true;
         };
         let min_rtt = p.min_rtt.as_secs_f64();
-        let rtt = self
-            .clocks
-            .get(&p.id)
-            .and_then(|c| c.pipe_rtt)
-            .map_or(min_rtt, |r| r.max(min_rtt));
+        let rtt = state.pipe_rtt.map_or(min_rtt, |r| r.max(min_rtt));
         let pipe = peak / (1.0 - p.loss_rate.min(MAX_LOSS)) * rtt / view.packet_size as f64;
         (p.in_flight as f64) < PIPE_GAIN * pipe + PIPE_ALLOWANCE
     }
