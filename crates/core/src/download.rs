@@ -774,7 +774,7 @@ impl Download {
         if rtt.is_some() {
             let ps = &mut self.stats.paths[path_id.0 as usize];
             let mut lost = std::mem::take(&mut self.lost_scratch);
-            self.paths[index].detect_reorder_losses(ps, now, self.config.reorder_threshold, &mut lost);
+            self.paths[index].detect_losses(ps, now, self.config.reorder_threshold, &mut lost);
             self.requeue_lost(now, index, &mut lost);
             self.lost_scratch = lost;
         }
@@ -963,6 +963,9 @@ impl Download {
                     if let Some(t) = path.rto_deadline() {
                         consider(t);
                     }
+                    if let Some(t) = path.loss_deadline() {
+                        consider(t);
+                    }
                     // A paced path with window room and work to do wakes when pacing allows.
                     let paced = path.next_send > self.now;
                     if paced && !self.done && path.in_flight_count() < path.cwnd_packets() && self.has_work() {
@@ -982,7 +985,8 @@ impl Download {
         !self.holes.is_empty() || self.next_new < self.new_end() || self.verify.as_ref().is_some_and(|v| v.has_parole())
     }
 
-    /// Timers: handshake retries, retransmission timeouts, and path failure.
+    /// Timers: handshake retries, the loss time threshold, retransmission timeouts, and path
+    /// failure.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         if self.player.is_some() {
@@ -999,12 +1003,17 @@ impl Download {
                     let id = self.paths[index].id;
                     let ps = &mut self.stats.paths[id.0 as usize];
                     let mut lost = std::mem::take(&mut self.lost_scratch);
+                    self.paths[index].detect_losses(ps, now, self.config.reorder_threshold, &mut lost);
                     let fired = self.paths[index].on_rto(ps, now, &mut lost);
                     self.requeue_lost(now, index, &mut lost);
                     self.lost_scratch = lost;
-                    if fired && self.paths[index].consecutive_timeouts >= self.config.max_consecutive_timeouts {
+                    let path = &self.paths[index];
+                    // In timeout recovery with nothing left in flight (the time threshold may
+                    // have lost the rest), only a probe can show the path alive again.
+                    let idle_in_recovery = path.consecutive_timeouts > 0 && path.in_flight_count() == 0;
+                    if fired && path.consecutive_timeouts >= self.config.max_consecutive_timeouts {
                         self.fail(now, index, PathError::Timeout);
-                    } else if fired {
+                    } else if fired || idle_in_recovery {
                         self.probe(now, index);
                     }
                 }

@@ -573,22 +573,53 @@ impl Path {
         Some(entry.seq)
     }
 
-    /// Loss by reordering: a request still unanswered after `threshold` requests sent later
-    /// were answered is lost (the rule of RFC 9002 §6.1.1, counted in requests).
-    pub fn detect_reorder_losses(&mut self, ps: &mut PathStats, now: Instant, threshold: u64, lost: &mut Vec<u64>) {
+    /// Loss detection on an answer or on the loss timer (RFC 9002 §6.1): a request still
+    /// unanswered when one sent later was answered is lost once `threshold` requests sent
+    /// after it were answered (§6.1.1, counted in requests), or once it has been out
+    /// `9/8 · max(sRTT, latest RTT)` (§6.1.2's time threshold, 1 ms at least). Without the
+    /// time threshold a loss among a task's last requests, with too few sent after it to
+    /// reach the packet threshold, waited for the RTO, and the timeout then collapsed the
+    /// window too.
+    pub fn detect_losses(&mut self, ps: &mut PathStats, now: Instant, threshold: u64, lost: &mut Vec<u64>) {
         let Some(largest) = self.largest_answered else { return };
-        let mut pn = self.base_pn;
-        if pn + threshold > largest {
-            // Nothing to settle (the usual case), and the ledger is trimmed after every change.
+        if self.base_pn >= largest {
+            // Nothing sent before the largest answered is unsettled (the usual case): the
+            // ledger is trimmed after every change, so its front is the oldest in flight.
             return;
         }
-        while pn + threshold <= largest {
+        let delay = self.loss_delay();
+        let mut pn = self.base_pn;
+        while pn < largest {
+            let Some(entry) = self.entry_mut(pn) else { break };
+            let (done, sent) = (entry.done, entry.sent);
+            // Requests go out in pn order: once one is neither old enough nor far enough
+            // behind, the later ones are not either.
+            if !done && pn + threshold > largest && sent + delay > now {
+                break;
+            }
             if let Some(seq) = self.settle_lost(ps, now, pn, false, true) {
                 lost.push(seq);
             }
             pn += 1;
         }
         self.trim();
+    }
+
+    /// RFC 9002 §6.1.2: `kTimeThreshold · max(smoothed_rtt, latest_rtt)`, at least
+    /// `kGranularity`.
+    fn loss_delay(&self) -> Duration {
+        let rtt = self.rtt.smoothed().max(self.rtt.latest());
+        (rtt * 9 / 8).max(Duration::from_millis(1))
+    }
+
+    /// When the time threshold declares the oldest request in flight lost, if a request sent
+    /// after it has been answered (RFC 9002 §6.1.2's loss timer).
+    pub fn loss_deadline(&self) -> Option<Instant> {
+        let largest = self.largest_answered?;
+        (self.base_pn < largest)
+            .then_some(self.oldest_sent)
+            .flatten()
+            .map(|sent| sent + self.loss_delay())
     }
 
     /// When the oldest request in flight times out.

@@ -387,6 +387,33 @@ fn four_rounds() -> (Download, PathId, u64, Vec<Vec<u64>>) {
 }
 
 #[test]
+fn a_loss_too_few_answers_reveal_is_declared_after_nine_eighths_of_an_rtt_not_an_rto() {
+    // RFC 9002 §6.1.2. Packets 1 and 2 come back 20 ms after their requests; 0 does not. Two
+    // later answers are under the packet threshold of 3 (a task's last requests have no more
+    // behind them), so only the time threshold can declare 0 lost: 9/8 of the 20 ms RTT after
+    // it was sent, long before the RTO.
+    let (mut d, p, conn_id) = established();
+    let sent = ms(20);
+    assert_eq!(requested(&transmits(&mut d, sent)), (0..10).collect::<Vec<_>>());
+    for seq in [1, 2] {
+        d.handle_datagram(ms(40), p, &data(conn_id, seq));
+    }
+    assert_eq!(d.stats().losses, 0, "two answers after it are not enough");
+    let deadline = d.poll_timeout().expect("the loss timer is armed");
+    assert_eq!(deadline, sent + Duration::from_micros(22_500));
+    d.handle_timeout(deadline - Duration::from_micros(1));
+    assert_eq!(d.stats().losses, 0, "not before the threshold");
+    d.handle_timeout(deadline);
+    let s = d.stats();
+    assert_eq!((s.losses, s.paths[0].timeouts), (1, 0), "lost by time, no timeout");
+    assert_eq!(
+        requested(&transmits(&mut d, deadline)).first(),
+        Some(&0),
+        "asked again first"
+    );
+}
+
+#[test]
 fn a_spurious_timeout_loses_the_oldest_requests_only() {
     let (mut d, p, conn_id, rounds) = four_rounds();
     let in_flight: Vec<u64> = rounds.concat();
