@@ -5,9 +5,10 @@
 //!   RTT, or after the requests already queued on it, whichever is later, plus what the
 //!   answers have shown this model to miss:
 //!   `A_i = max(min_rtt_i + L_i, clock_i − now + 1/R̂_i) + ē_i + d̄_i`, with `clock_i` the
-//!   modelled answer to the path's latest request, `R̂_i` its peak delivery rate over the
-//!   last 10 round trips (the bottleneck's rate, Eq. 5 sampled while the path was busy) or
-//!   the rate its answers came at over the last round trip if higher,
+//!   modelled answer to the path's latest request, `R̂_i` its peak rate over the last 10
+//!   round trips (the bottleneck's rate), sampled from the delivery rate (Eq. 5) and from
+//!   the rate each round trip's answers came at, which shows within one RTT what Eq. 5's
+//!   window of answers shows seconds later,
 //!   `L_i` Eq. 6's loss penalty (E − sRTT), and `ē_i`, `d̄_i` the smoothed error of the model
 //!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
 //!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
@@ -191,6 +192,10 @@ impl Weave {
                     state.pipe_rtt = Some(least);
                 }
             }
+            // The delivery rate is measured over a window's worth of answers, seconds when the
+            // window is large and the cap holds the path to a few requests in flight; the last
+            // round trip's answers show within one RTT that the path carries more.
+            let rate = rate.max(state.last_round_rate.unwrap_or(0.0) * view.packet_size as f64);
             match state.peak {
                 Some((at, peak)) if rate < peak && view.now - at <= window => {}
                 _ => state.peak = Some((view.now, rate)),
@@ -537,6 +542,23 @@ mod tests {
         assert!(takes_a_request_after_slow_rounds(400_000.0));
         // At its peak, the same 40 ms may be its own queue: the cap stays at the minimum RTT's.
         assert!(!takes_a_request_after_slow_rounds(1_000_000.0));
+    }
+
+    #[test]
+    fn a_round_of_answers_faster_than_the_delivery_rate_raises_the_cap() {
+        // The delivery rate says 100 packets/s (it is measured over a window's worth of
+        // answers, and lags); a round trip of answers 1 ms apart says 1100. The peak takes the
+        // faster at once, and the cap with it: 1.25 · 1100 · 0.01 + 4 = 17.75 in flight, where
+        // the delivery rate alone allows 1.25 · 100 · 0.01 + 4 = 5.25.
+        let mut f = Fixture::new(vec![measured(path(0, 10, 100, 10))], 0..1000);
+        f.path_mut(0).delivery_rate = Some(100_000.0);
+        let mut w = Weave::default();
+        assert_eq!(w.next(&f.view()), None, "10 in flight: over the delivery rate's cap");
+        for i in 0..=20u64 {
+            w.on_event(Instant::from_nanos(i * 1_000_000), &answer(0, 500 + i, 10));
+        }
+        f.now = Instant::from_nanos(20_000_000);
+        assert!(w.next(&f.view()).is_some(), "10 in flight: under the answers' cap");
     }
 
     #[test]
