@@ -615,11 +615,10 @@ impl Path {
     /// When the time threshold declares the oldest request in flight lost, if a request sent
     /// after it has been answered (RFC 9002 §6.1.2's loss timer).
     pub fn loss_deadline(&self) -> Option<Instant> {
-        let largest = self.largest_answered?;
-        (self.base_pn < largest)
-            .then_some(self.oldest_sent)
-            .flatten()
-            .map(|sent| sent + self.loss_delay())
+        if self.base_pn >= self.largest_answered? {
+            return None;
+        }
+        Some(self.oldest_sent? + self.loss_delay())
     }
 
     /// When the oldest request in flight times out.

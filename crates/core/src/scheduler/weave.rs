@@ -74,6 +74,12 @@ const MAX_LOSS: f64 = 0.3;
 /// 1/4 for both follows a jittery path's error closer, measured on Pscheduler's Fig. 16).
 const ERROR_GAIN: f64 = 0.25;
 
+/// Seconds until the answer to a request that meets no queue on path `p`: its minimum RTT
+/// plus Eq. 6's loss penalty (E − sRTT).
+fn unqueued_answer(p: &PathView) -> f64 {
+    (p.min_rtt + p.expected_time.saturating_sub(p.srtt)).as_secs_f64()
+}
+
 /// The smaller of two optional values.
 fn min_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -97,7 +103,8 @@ struct PathClock {
     pipe_rtt: Option<f64>,
     /// The round trip under way.
     round: Option<Round>,
-    /// Smallest RTT sample of the last complete round trip.
+    /// Smallest RTT sample that could size the pipe cap (`Round::least_unqueued`) in the
+    /// last complete round trip that had one.
     last_round_min: Option<f64>,
     /// Rate of the last complete round trip's answers (packets per second).
     last_round_rate: Option<f64>,
@@ -223,8 +230,7 @@ impl Weave {
         view.paths
             .iter()
             .map(|p| {
-                let loss_penalty = p.expected_time.saturating_sub(p.srtt);
-                let base = (p.min_rtt + loss_penalty).as_secs_f64();
+                let base = unqueued_answer(p);
                 match self.clocks.get(&p.id) {
                     Some(
                         state @ PathClock {
@@ -325,8 +331,7 @@ impl Weave {
         let model = (arrival - state.shift()).max(0.0);
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
-        let base = (p.min_rtt + p.expected_time.saturating_sub(p.srtt)).as_secs_f64();
-        let queued = (model - base).max(0.0);
+        let queued = (model - unqueued_answer(p)).max(0.0);
         self.predicted.insert((path, seq), Prediction { at: raw, queued });
         Some(Pick { path, seq })
     }
