@@ -2,10 +2,12 @@
 
 pub mod delivery;
 pub mod rtt;
+pub mod shared;
 pub mod tfrc;
 
 pub use delivery::DeliveryRate;
 pub use rtt::RttEstimator;
+pub use shared::SharedBottleneck;
 pub use tfrc::LossEventRate;
 
 use crate::time::Duration;

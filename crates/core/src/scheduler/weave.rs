@@ -45,8 +45,18 @@
 //!   terms), or if that answer is overdue; oldest first, each packet once, copies capped at a
 //!   small share of requests. Between paths of equal RTT the original is usually the sooner,
 //!   so the tail is cut without Pscheduler's blanket redundancy or copies that only waste.
+//! - **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
+//!   sooner one, and whose queueing delay moves with that path's at the same scale
+//!   (coherence ≥ 0.95, `estimate::shared`) while the sooner path's peak covers what both
+//!   carry, waits in the same queue: it adds no rate, only packets that arrive out of order.
+//!   It is left idle for a trial of 8 of the sooner path's RTTs; if the sooner path then
+//!   carries 90 % of what both carried, the later one stays idle while the sooner answers
+//!   sooner (it takes over if the sooner fails or falls behind); otherwise the pair is not
+//!   suspected again (two separate links the same requests fill at once, which the
+//!   coherence alone cannot tell apart).
 
 use super::{Pick, SchedEvent, Scheduler, View};
+use crate::estimate::SharedBottleneck;
 use crate::path::PathId;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
@@ -70,6 +80,20 @@ const PEAK_WINDOW_RTTS: f64 = 10.0;
 const PIPE_SAMPLE_QUEUE: f64 = 0.2;
 /// The random-loss share the pipe cap makes up for at most.
 const MAX_LOSS: f64 = 0.3;
+/// Coherence of two paths' queueing delays from which they are taken to share a queue.
+const SHARED_COHERENCE: f64 = 0.95;
+/// Least standard deviation of each path's queueing delay for its coherence to count: a
+/// queue that does not move shows nothing.
+const SHARED_QUEUE_FLOOR: f64 = 1e-3;
+/// A path is suspected of sharing the queue of a sooner one only if its minimum RTT is at
+/// least this many times the sooner's: each of its packets then holds back a round trip or
+/// more of the sooner path's answers. (Kondo's A, two separate 5 Mbit/s links of equal RTT
+/// filled by the same player, is coherent too.)
+const SHARED_RTT_RATIO: f64 = 2.0;
+/// Length of the trial, in the kept path's smoothed RTTs (BBR's gain cycle: time for its
+/// control to take the freed share), and the share of the pair's rate it must then carry.
+const SHARED_TRIAL_RTTS: f64 = 8.0;
+const SHARED_CONFIRM: f64 = 0.9;
 /// Gain of the arrival clock's error and deviation averages (RFC 6298 §2 uses 1/8 and 1/4;
 /// 1/4 for both follows a jittery path's error closer, measured on Pscheduler's Fig. 16).
 const ERROR_GAIN: f64 = 0.25;
@@ -108,6 +132,8 @@ struct PathClock {
     last_round_min: Option<f64>,
     /// Rate of the last complete round trip's answers (packets per second).
     last_round_rate: Option<f64>,
+    /// Smallest RTT sample (seconds): the queueing delay is measured above it.
+    least_rtt: Option<f64>,
 }
 
 /// One round trip of a path's answers: it lasts its smallest RTT sample.
@@ -175,6 +201,26 @@ pub struct Weave {
     clocks: HashMap<PathId, PathClock>,
     /// Modelled answer of each request in flight.
     predicted: HashMap<(PathId, u64), Prediction>,
+    /// Coherence of the paths' queueing delays.
+    queues: SharedBottleneck,
+    /// Pairs (smaller id first) taken, or on trial, to share a queue.
+    sharing: HashMap<(PathId, PathId), Sharing>,
+    /// Pairs whose trial failed.
+    separate: HashSet<(PathId, PathId)>,
+}
+
+/// Two paths found to wait in one queue: the sooner is kept, the other left idle.
+#[derive(Debug, Clone, Copy)]
+enum Sharing {
+    /// Since `since`; `carried` is what both carried then (packets per second).
+    Trial {
+        keep: PathId,
+        since: Instant,
+        carried: f64,
+    },
+    Confirmed {
+        keep: PathId,
+    },
 }
 
 /// The model's answer to one request in flight.
@@ -322,6 +368,68 @@ impl Weave {
         found
     }
 
+    /// Path `i` waits in the queue of a path kept in its place (see the module's doc).
+    fn shadowed(&mut self, view: &View<'_>, at: &[f64], i: usize) -> bool {
+        let me = &view.paths[i];
+        let answered = |p: &PathView| self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
+        for (j, kept) in view.paths.iter().enumerate() {
+            let pair = (me.id.min(kept.id), me.id.max(kept.id));
+            if j == i || self.separate.contains(&pair) {
+                continue;
+            }
+            match self.sharing.get(&pair).copied() {
+                Some(Sharing::Confirmed { keep }) => {
+                    // Only while the kept path answers sooner: it may fail or fall behind.
+                    if keep == kept.id && at[j] <= at[i] {
+                        return true;
+                    }
+                }
+                Some(Sharing::Trial { keep, since, carried }) if keep == kept.id => {
+                    let trial = SHARED_TRIAL_RTTS * kept.srtt.as_secs_f64();
+                    if (view.now - since).as_secs_f64() < trial {
+                        return true;
+                    }
+                    if answered(kept) >= SHARED_CONFIRM * carried {
+                        self.sharing.insert(pair, Sharing::Confirmed { keep });
+                        return true;
+                    }
+                    self.sharing.remove(&pair);
+                    self.separate.insert(pair);
+                }
+                Some(Sharing::Trial { .. }) => {}
+                None => {
+                    let later =
+                        at[j] <= at[i] && me.min_rtt.as_secs_f64() >= SHARED_RTT_RATIO * kept.min_rtt.as_secs_f64();
+                    let coherent = self
+                        .queues
+                        .coherence(me.id, kept.id)
+                        .is_some_and(|c| c >= SHARED_COHERENCE)
+                        && self
+                            .queues
+                            .deviations(me.id, kept.id)
+                            .is_some_and(|(a, b)| a.min(b) >= SHARED_QUEUE_FLOOR);
+                    // The two carry no more than the kept path has carried alone (half of
+                    // this path's rate is the margin), and there is work to carry.
+                    let (mine, theirs) = (answered(me), answered(kept));
+                    let no_gain = theirs + 0.5 * mine <= self.rate(view, kept);
+                    if later && coherent && no_gain && !view.pending.is_empty() {
+                        let carried = mine + theirs;
+                        self.sharing.insert(
+                            pair,
+                            Sharing::Trial {
+                                keep: kept.id,
+                                since: view.now,
+                                carried,
+                            },
+                        );
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
     /// Sends `seq` on path `p`, whose answer is predicted `arrival` seconds from now.
     fn pick(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
         self.requests += 1;
@@ -351,7 +459,7 @@ impl Scheduler for Weave {
         order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
         for j in order {
             let p = &view.paths[j];
-            if !self.under_pipe_cap(view, p) {
+            if !self.under_pipe_cap(view, p) || self.shadowed(view, &at, j) {
                 continue;
             }
             let k = self.offset(view, &at, j);
@@ -393,7 +501,11 @@ impl Scheduler for Weave {
                 let predicted = self.predicted.remove(&(path, seq));
                 // A zero RTT: the answer matched no request in flight, so no sample.
                 if rtt > Duration::ZERO {
-                    state.on_rtt_sample(now, rtt.as_secs_f64(), predicted.map_or(0.0, |p| p.queued));
+                    let rtt = rtt.as_secs_f64();
+                    state.on_rtt_sample(now, rtt, predicted.map_or(0.0, |p| p.queued));
+                    let least = state.least_rtt.map_or(rtt, |l| l.min(rtt));
+                    state.least_rtt = Some(least);
+                    self.queues.on_sample(now, path, rtt - least);
                 }
                 if let Some(predicted) = predicted {
                     state.on_error(now.since_epoch().as_secs_f64() - predicted.at.since_epoch().as_secs_f64());
@@ -404,6 +516,8 @@ impl Scheduler for Weave {
             }
             SchedEvent::PathRemoved(path) => {
                 self.clocks.remove(&path);
+                self.queues.remove(path);
+                self.sharing.retain(|&(a, b), _| a != path && b != path);
                 self.predicted.retain(|&(p, _), _| p != path);
             }
             _ => {}
@@ -489,6 +603,75 @@ mod tests {
         let picks = f.run(&mut w);
         assert_eq!(paths_of(&picks), vec![1; 5]);
         assert_eq!(seqs_of(&picks), vec![40, 41, 43, 44, 46]);
+    }
+
+    /// A 10 ms path (full window, 1500 packets/s peak) and a 30 ms one, answered for 400 ms:
+    /// the fast one at 1000 packets/s, the slow one at 200, both RTTs `slow_queue(bin)` and
+    /// `fast_queue(bin)` ms above their minimum in each 10 ms bin. Then, for 100 ms, the fast
+    /// path alone at `trial_rate`. Returns the picks the slow path makes at 400 ms (the start
+    /// of the trial, if any) and at 500 ms (after it).
+    fn slow_path_picks_beside_a_queue(
+        fast_queue: impl Fn(u64) -> f64,
+        slow_queue: impl Fn(u64) -> f64,
+        trial_rate: f64,
+    ) -> (Option<Pick>, Option<Pick>) {
+        let mut fast = path(0, 10, 10, 10);
+        fast.delivery_rate = Some(1_500_000.0);
+        let mut f = Fixture::new(vec![fast, measured(path(1, 30, 10, 0))], 0..1000);
+        let mut w = Weave::default();
+        w.update_peaks(&f.view());
+        let mut answers: Vec<(u64, u32, f64)> = Vec::new();
+        for us in (0..400_000).step_by(1000) {
+            answers.push((us, 0, 10.0 + fast_queue(us / 10_000)));
+        }
+        for us in (0..400_000).step_by(5000) {
+            answers.push((us + 500, 1, 30.0 + slow_queue(us / 10_000)));
+        }
+        for us in (400_000..500_000).step_by((1e6 / trial_rate) as usize) {
+            answers.push((us, 0, 10.0));
+        }
+        answers.sort_by_key(|a| a.0);
+        let mut picks = Vec::new();
+        for (seq, (us, p, rtt_ms)) in (5000..).zip(answers) {
+            if us >= 400_000 && picks.is_empty() {
+                f.now = Instant::from_nanos(400_000_000);
+                picks.push(w.next(&f.view()));
+            }
+            let rtt = Duration::from_secs_f64(rtt_ms / 1e3);
+            w.on_event(
+                Instant::from_nanos(us * 1000),
+                &SchedEvent::Arrived {
+                    path: PathId(p),
+                    seq,
+                    rtt,
+                    duplicate: false,
+                },
+            );
+        }
+        f.now = Instant::from_nanos(500_000_000);
+        picks.push(w.next(&f.view()));
+        (picks[0], picks[1])
+    }
+
+    /// A queueing delay that moves 0-4 ms in a 50 ms cycle.
+    fn saw(bin: u64) -> f64 {
+        (bin % 5) as f64
+    }
+
+    #[test]
+    fn a_slower_path_in_the_same_queue_is_left_idle_once_the_sooner_one_carries_its_share() {
+        // One queue: the slow path waits while the fast path is on trial, and after it, as the
+        // fast path then carried 1200 answers a second (the 1200 both carried before).
+        let (at_start, after) = slow_path_picks_beside_a_queue(saw, saw, 1200.0);
+        assert_eq!(at_start, None);
+        assert_eq!(after, None);
+        // The fast path could not take the slow one's share: they are not one bottleneck.
+        let (at_start, after) = slow_path_picks_beside_a_queue(saw, saw, 800.0);
+        assert_eq!(at_start, None);
+        assert_eq!(after.map(|p| p.path), Some(PathId(1)));
+        // Separate queues (the slow one's moves on another rhythm): no trial at all.
+        let (at_start, _) = slow_path_picks_beside_a_queue(saw, |bin| ((bin * 7) % 3) as f64, 1200.0);
+        assert_eq!(at_start.map(|p| p.path), Some(PathId(1)));
     }
 
     #[test]
