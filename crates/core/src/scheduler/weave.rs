@@ -45,6 +45,12 @@
 //!   terms), or if that answer is overdue; oldest first, each packet once, copies capped at a
 //!   small share of requests. Between paths of equal RTT the original is usually the sooner,
 //!   so the tail is cut without Pscheduler's blanket redundancy or copies that only waste.
+//!   Before the task's tail, when everything the reorder buffer allows is in flight, only
+//!   originals on a path losing 1 % or more are copied: a request lost there holds the
+//!   buffer's cursor until the loss is detected, the buffer fills, and the other paths stall,
+//!   then refill all at once (MPRD Fig. 7(e), 2 servers under CUBIC: the CDN path idled
+//!   ~150 ms, then sent 1 100 requests into its 1 000-packet queue). Copying any original
+//!   there cost Pscheduler Fig. 5's small buffers 4-7 % of their aggregation.
 //! - **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
 //!   sooner one, and whose queueing delay moves with that path's at the same scale
 //!   (coherence ≥ 0.95, `estimate::shared`) while the sooner path's peak covers what both
@@ -68,6 +74,9 @@ use std::collections::{HashMap, HashSet};
 /// 5.1–5.4 %, and the extra copies bought no OFO or goodput there (docs/reproduction.md).
 const COPY_SHARE: f64 = 0.04;
 const COPY_ALLOWANCE: u64 = 32;
+/// Loss rate from which a path's requests may be copied before the task's tail, once
+/// everything the reorder buffer allows is in flight.
+const LOSSY_PATH: f64 = 0.01;
 /// The pipe cap's gain over the bandwidth-delay product, and its allowance in requests.
 const PIPE_GAIN: f64 = 1.25;
 const PIPE_ALLOWANCE: f64 = 4.0;
@@ -335,11 +344,12 @@ impl Weave {
         (p.in_flight as f64) < PIPE_GAIN * pipe + PIPE_ALLOWANCE
     }
 
-    /// The oldest packet in flight on one path only, not copied before, whose copy on `i` would
+    /// The oldest packet in flight on one path only (a path losing `LOSSY_PATH` or more, if
+    /// `lossy_only`), not copied before, whose copy on `i` would
     /// land first: before the original's modelled answer (with its path's error terms), or at
     /// all if that answer is overdue. Without a model of the original (a request the scheduler
     /// did not make), before the answer of a request sent now on the original's path.
-    fn copy_candidate(&self, view: &View<'_>, at: &[f64], i: usize) -> Option<u64> {
+    fn copy_candidate(&self, view: &View<'_>, at: &[f64], i: usize, lossy_only: bool) -> Option<u64> {
         let me = view.paths[i].id;
         let now = view.now.since_epoch().as_secs_f64();
         let original_lands = |path: PathId, seq: u64| -> Option<f64> {
@@ -356,7 +366,9 @@ impl Weave {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
                 let mut sooner = false;
                 view.in_flight.paths_of(seq, &mut |p| {
-                    sooner |= original_lands(p, seq).is_some_and(|lands| lands <= 0.0 || at[i] < lands)
+                    let lossy = view.paths.iter().any(|q| q.id == p && q.loss_rate >= LOSSY_PATH);
+                    sooner |= (lossy || !lossy_only)
+                        && original_lands(p, seq).is_some_and(|lands| lands <= 0.0 || at[i] < lands)
                 });
                 if sooner {
                     found = Some(seq);
@@ -482,8 +494,8 @@ impl Scheduler for Weave {
             }
             let at_task_tail = view.reorder_limit >= view.task_end;
             let budget = COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
-            if at_task_tail && self.copies < budget {
-                if let Some(seq) = self.copy_candidate(view, &at, j) {
+            if self.copies < budget {
+                if let Some(seq) = self.copy_candidate(view, &at, j, !at_task_tail) {
                     self.copied.insert(seq);
                     self.copies += 1;
                     return self.pick(view.now, p, seq, at[j]);
@@ -795,6 +807,34 @@ mod tests {
             }),
             "the original is overdue"
         );
+    }
+
+    /// The reorder buffer allows one packet of a 100-packet task; it went to path 1 (loss rate
+    /// `loss`) at 0 ms, and its answer is overdue at 20 ms: does path 0 copy it?
+    fn copies_an_overdue_packet_before_the_task_tail(loss: f64) -> Option<Pick> {
+        let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 10, 10, 0))], 0..1);
+        f.task_end = 100;
+        f.path_mut(0).can_send = false;
+        let mut w = Weave::default();
+        assert_eq!(seqs_of(&f.run(&mut w)), vec![0]);
+        f.path_mut(0).can_send = true;
+        f.path_mut(1).loss_rate = loss;
+        f.now = Instant::from_nanos(20_000_000);
+        w.next(&f.view())
+    }
+
+    #[test]
+    fn a_full_buffer_copies_only_what_a_lossy_path_holds() {
+        // The lost request of a lossy path holds the buffer's cursor: copy it. On a path that
+        // loses nothing the answer is late, not lost, and a copy would only take rate.
+        assert_eq!(
+            copies_an_overdue_packet_before_the_task_tail(0.05),
+            Some(Pick {
+                path: PathId(0),
+                seq: 0
+            })
+        );
+        assert_eq!(copies_an_overdue_packet_before_the_task_tail(0.0), None);
     }
 
     #[test]
