@@ -149,35 +149,30 @@ mod tests {
         }
     }
 
+    /// Coherence after 200 bins of a random queue `q` (0-20 ms) that path A sees as it is
+    /// and path B as `b_of(q, rng)`.
+    fn coherence_of(seed: u64, b_of: impl Fn(f64, &mut ChaCha8Rng) -> f64) -> f64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut d = SharedBottleneck::default();
+        feed(&mut d, 200, |_| {
+            let q = rng.random_range(0.0..0.02);
+            (q, b_of(q, &mut rng))
+        });
+        d.coherence(A, B).unwrap()
+    }
+
     #[test]
     fn one_queue_is_coherent_and_separate_queues_are_not() {
-        let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let mut shared = SharedBottleneck::default();
-        feed(&mut shared, 200, |_| {
-            let q = rng.random_range(0.0..0.02);
-            (q, q + rng.random_range(0.0..0.001))
-        });
-        let c = shared.coherence(A, B).unwrap();
+        let c = coherence_of(7, |q, rng| q + rng.random_range(0.0..0.001));
         assert!(c > 0.95, "one queue: {c}");
-
-        let mut separate = SharedBottleneck::default();
-        feed(&mut separate, 200, |_| {
-            (rng.random_range(0.0..0.02), rng.random_range(0.0..0.02))
-        });
-        let c = separate.coherence(A, B).unwrap();
+        let c = coherence_of(7, |_, rng| rng.random_range(0.0..0.02));
         assert!(c.abs() < 0.5, "separate queues: {c}");
     }
 
     #[test]
     fn the_same_rhythm_at_another_scale_is_not_one_queue() {
         // Perfectly correlated, but b moves a third as far: correlation 1, coherence 0.6.
-        let mut rng = ChaCha8Rng::seed_from_u64(9);
-        let mut d = SharedBottleneck::default();
-        feed(&mut d, 200, |_| {
-            let q = rng.random_range(0.0..0.02);
-            (q, q / 3.0)
-        });
-        let c = d.coherence(A, B).unwrap();
+        let c = coherence_of(9, |q, _| q / 3.0);
         assert!((c - 0.6).abs() < 0.01, "{c}");
     }
 
