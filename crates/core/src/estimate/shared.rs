@@ -13,8 +13,8 @@
 //! is also high for separate queues a common cause fills at once.
 //!
 //! Measured on the reproduction scenarios: two paths behind Pscheduler Fig. 5's shared
-//! 30 Mbit/s link reach 0.95–1.00 within 0.6–1.7 s and stay there; separate links stay below
-//! 0.95 in Figs. 15–18, but reach 1 where the same requests fill them at once (the start-up
+//! 30 Mbit/s link reach 0.95–1.00 within 0.6–1.7 s and stay there; separate links reach at
+//! most 0.85 in Figs. 15–18, but reach 1 where the same requests fill them at once (the start-up
 //! of MPRD Fig. 7's five servers, Kondo A's player on two equal links), so a caller confirms
 //! by measurement before it acts (`scheduler::weave`).
 
