@@ -532,6 +532,7 @@ impl Scheduler for Weave {
                 self.clocks.remove(&path);
                 self.queues.remove(path);
                 self.sharing.retain(|&(a, b), _| a != path && b != path);
+                self.separate.retain(|&(a, b)| a != path && b != path);
                 self.predicted.retain(|&(p, _), _| p != path);
             }
             _ => {}
@@ -620,8 +621,8 @@ mod tests {
     }
 
     /// A 10 ms path (full window, 1500 packets/s peak) and a 30 ms one, answered for 400 ms:
-    /// the fast one at 1000 packets/s, the slow one at 200, both RTTs `slow_queue(bin)` and
-    /// `fast_queue(bin)` ms above their minimum in each 10 ms bin. Then, for 100 ms, the fast
+    /// the fast one at 1000 packets/s, the slow one at 200, their RTTs `fast_queue(bin)` and
+    /// `slow_queue(bin)` ms above their minimum in each 10 ms bin. Then, for 100 ms, the fast
     /// path alone at `trial_rate`. Returns the picks the slow path makes at 400 ms (the start
     /// of the trial, if any) and at 500 ms (after it).
     fn slow_path_picks_beside_a_queue(
