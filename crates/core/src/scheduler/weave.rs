@@ -55,8 +55,9 @@
 //!   sooner one, and whose queueing delay moves with that path's at the same scale
 //!   (coherence ≥ 0.9, `estimate::shared`) while the sooner path's peak covers what both
 //!   carry, waits in the same queue: it adds no rate, only packets that arrive out of order.
-//!   It is left idle for a trial of 8 of the sooner path's RTTs; if the sooner path then
-//!   carries 90 % of what both carried, the later one stays idle while the sooner answers
+//!   Once it carries a tenth of the pair's rate or more (enough to measure), it is left idle
+//!   for a trial of 8 of the sooner path's RTTs; if the sooner path then carries 90 % of
+//!   what both carried, the later one stays idle while the sooner answers
 //!   sooner (it takes over if the sooner fails or falls behind); otherwise the pair is not
 //!   suspected again (two separate links the same requests fill at once, which the
 //!   coherence alone cannot tell apart).
@@ -102,9 +103,13 @@ const SHARED_QUEUE_FLOOR: f64 = 1e-3;
 /// filled by the same player, is coherent too.)
 const SHARED_RTT_RATIO: f64 = 2.0;
 /// Length of the trial, in the kept path's smoothed RTTs (BBR's gain cycle: time for its
-/// control to take the freed share), and the share of the pair's rate it must then carry.
+/// control to take the freed share), and the share of what both carried that the kept path
+/// must then carry alone.
 const SHARED_TRIAL_RTTS: f64 = 8.0;
 const SHARED_CONFIRM: f64 = 0.9;
+/// Least share of the pair's rate the path must carry for a trial: a share too small to
+/// measure (a path still in its start-up) would confirm any trial.
+const SHARED_MIN_SHARE: f64 = 0.1;
 /// Gain of the arrival clock's error and deviation averages (RFC 6298 §2 uses 1/8 and 1/4;
 /// 1/4 for both follows a jittery path's error closer, measured on Pscheduler's Fig. 16).
 const ERROR_GAIN: f64 = 0.25;
@@ -223,11 +228,12 @@ pub struct Weave {
 /// Two paths found to wait in one queue: the sooner is kept, the other left idle.
 #[derive(Debug, Clone, Copy)]
 enum Sharing {
-    /// Since `since`; `carried` is what both carried then (packets per second).
+    /// Since `since`; the kept path must then carry `needed` packets per second (a share of
+    /// what both carried).
     Trial {
         keep: PathId,
         since: Instant,
-        carried: f64,
+        needed: f64,
     },
     Confirmed {
         keep: PathId,
@@ -398,12 +404,12 @@ impl Weave {
                         return true;
                     }
                 }
-                Some(Sharing::Trial { keep, since, carried }) if keep == kept.id => {
+                Some(Sharing::Trial { keep, since, needed }) if keep == kept.id => {
                     let trial = SHARED_TRIAL_RTTS * kept.srtt.as_secs_f64();
                     if (view.now - since).as_secs_f64() < trial {
                         return true;
                     }
-                    if answered(kept) >= SHARED_CONFIRM * carried {
+                    if answered(kept) >= needed {
                         self.sharing.insert(pair, Sharing::Confirmed { keep });
                         return true;
                     }
@@ -423,17 +429,18 @@ impl Weave {
                             .deviations(me.id, kept.id)
                             .is_some_and(|(a, b)| a.min(b) >= SHARED_QUEUE_FLOOR);
                     // The two carry no more than the kept path has carried alone (half of
-                    // this path's rate is the margin), and there is work to carry.
+                    // this path's rate is the margin), this path carries enough of it for the
+                    // trial to measure, and there is work to carry.
                     let (mine, theirs) = (answered(me), answered(kept));
                     let no_gain = theirs + 0.5 * mine <= self.rate(view, kept);
-                    if later && coherent && no_gain && !view.pending.is_empty() {
-                        let carried = mine + theirs;
+                    let measurable = theirs > 0.0 && mine > 0.0 && mine >= SHARED_MIN_SHARE * (mine + theirs);
+                    if later && coherent && no_gain && measurable && !view.pending.is_empty() {
                         self.sharing.insert(
                             pair,
                             Sharing::Trial {
                                 keep: kept.id,
                                 since: view.now,
-                                carried,
+                                needed: SHARED_CONFIRM * (mine + theirs),
                             },
                         );
                         return true;
