@@ -57,10 +57,10 @@
 //!   carry, waits in the same queue: it adds no rate, only packets that arrive out of order.
 //!   Once it carries a tenth of the pair's rate or more (enough to measure), it is left idle
 //!   for a trial of 8 of the sooner path's RTTs; if the sooner path then carries 90 % of
-//!   what both carried, the later one stays idle while the sooner answers
-//!   sooner (it takes over if the sooner fails or falls behind); otherwise the pair is not
-//!   suspected again (two separate links the same requests fill at once, which the
-//!   coherence alone cannot tell apart).
+//!   what both carried, the later one stays idle while the sooner answers sooner (it takes
+//!   over if the sooner fails or falls behind); otherwise the pair is not suspected again
+//!   (two separate links the same requests fill at once, which the coherence alone cannot
+//!   tell apart).
 
 use super::{Pick, SchedEvent, Scheduler, View};
 use crate::estimate::SharedBottleneck;
