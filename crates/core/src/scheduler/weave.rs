@@ -369,13 +369,22 @@ impl Weave {
                 None => view.paths.iter().position(|p| p.id == path).map(|j| at[j]),
             }
         };
+        let lossy: Vec<PathId> = view
+            .paths
+            .iter()
+            .filter(|q| q.loss_rate >= LOSSY_PATH)
+            .map(|q| q.id)
+            .collect();
+        if lossy_only && lossy.is_empty() {
+            // Nothing could qualify: no scan of everything in flight.
+            return None;
+        }
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
                 let mut sooner = false;
                 view.in_flight.paths_of(seq, &mut |p| {
-                    let lossy = view.paths.iter().any(|q| q.id == p && q.loss_rate >= LOSSY_PATH);
-                    sooner |= (lossy || !lossy_only)
+                    sooner |= (!lossy_only || lossy.contains(&p))
                         && original_lands(p, seq).is_some_and(|lands| lands <= 0.0 || at[i] < lands)
                 });
                 if sooner {
