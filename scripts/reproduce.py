@@ -250,7 +250,7 @@ def player_table(rows, group=None):
     return md(head, body)
 
 
-def pivot(rows, metric, columns, label):
+def pivot(rows, metric, columns, label, digits=".1f"):
     """One line per scheduler, one column per value of COLUMNS (a row field): METRIC of the
     player, for the per-scheduler × per-cc or per-bitrate views of the papers' figures."""
     values = []
@@ -264,7 +264,7 @@ def pivot(rows, metric, columns, label):
         line = f"{r['scheduler']} ({r['cc']})" if by_cc else r["scheduler"]
         lines.setdefault(line, {})[r[columns]] = r["player"][metric]
     head = ["scheduler"] + [f"{label} {v}" if label else str(v) for v in values]
-    body = [[s] + [fmt(cells.get(v), ".1f") for v in values] for s, cells in lines.items()]
+    body = [[s] + [fmt(cells.get(v), digits) for v in values] for s, cells in lines.items()]
     return md(head, body)
 
 
@@ -435,6 +435,8 @@ def blocks():
             out["kondo"] += (
                 f"\n**Scenario {letter}: buffer underflows** (rebuffer count; rows: scheduler, columns: cc)\n\n"
                 + pivot(rows, "rebuffer_count", "cc", "")
+                + f"\n\n**Scenario {letter}: stalled time** (% of play + stalled time)\n\n"
+                + pivot(rows, "stall_percentage", "cc", "", ".2f")
                 + f"\n\n**Scenario {letter}: picture discard** (frames)\n\n"
                 + pivot(rows, "frames_discarded", "cc", "")
                 + "\n"
