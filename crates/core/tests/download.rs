@@ -478,3 +478,62 @@ fn a_second_timeout_gives_back_every_request_and_probes_with_a_delivered_packet(
     let resumed = requested(&transmits(&mut d, third + Duration::from_millis(20)));
     assert_eq!(resumed.first(), rounds[0].first(), "{resumed:?}");
 }
+
+#[test]
+fn a_path_the_time_threshold_empties_in_timeout_recovery_is_probed() {
+    // The first timeout of a series leaves the requests younger than one RTO in flight, and
+    // the path takes no new ones; if the loss time threshold then loses those, nothing is in
+    // flight and no timer would fire again: the path must be probed at once.
+    let config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    let mut d = Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap();
+    let weft = cc::by_name("weft").unwrap().build(Instant::ZERO, 1400);
+    let p = d.add_path(Instant::ZERO, ServerInfo::default(), weft);
+    let conn_id = conn_id_of_hello(&transmits(&mut d, Instant::ZERO)[0].1);
+    d.handle_datagram(ms(20), p, &welcome(conn_id, LONG * u64::from(PACKET), 1400));
+    // Every request answered 20 ms after it leaves (the pacer lets out one per 5 ms tick),
+    // until the RTT variation has all but vanished: the RTO is the 200 ms floor.
+    let mut sent: Vec<(u64, u64)> = Vec::new();
+    let mut last = Vec::new();
+    for t in (20..=110).step_by(5) {
+        for &(seq, _) in sent.iter().filter(|s| s.1 + 20 == t) {
+            d.handle_datagram(ms(t), p, &long_data(conn_id, seq));
+        }
+        last = requested(&transmits(&mut d, ms(t)));
+        sent.extend(last.iter().map(|&seq| (seq, t)));
+    }
+    d.handle_datagram(
+        ms(115),
+        p,
+        &long_data(conn_id, sent.iter().find(|s| s.1 == 95).unwrap().0),
+    );
+    let [oldest, middle, newest] = [100, 105, 110].map(|t| sent.iter().find(|s| s.1 == t).unwrap().0);
+    assert_eq!(last, vec![newest]);
+    // The newest comes back after 182 ms, before the 200 ms RTO of the oldest. The sample
+    // lifts the RTO to about 202 ms and the time threshold to 9/8 · 182 = 204.75 ms: the
+    // oldest times out first, the middle one is then lost by the time threshold.
+    d.handle_datagram(ms(292), p, &long_data(conn_id, newest));
+    assert_eq!(d.stats().losses, 0);
+    let rto = d.poll_timeout().expect("the RTO is armed");
+    d.handle_timeout(rto);
+    assert_eq!(
+        (d.stats().paths[0].timeouts, d.stats().losses),
+        (1, 1),
+        "{oldest} timed out"
+    );
+    assert!(
+        requested(&transmits(&mut d, rto)).is_empty(),
+        "in recovery, no new requests"
+    );
+    let loss = d.poll_timeout().expect("the loss timer is armed");
+    assert_eq!(loss, ms(105) + Duration::from_micros(204_750));
+    d.handle_timeout(loss);
+    assert_eq!(
+        (d.stats().paths[0].timeouts, d.stats().losses),
+        (1, 2),
+        "{middle} lost by time"
+    );
+    // Nothing in flight: a probe with the last packet the path delivered, which holds up
+    // nothing, and a timer for it.
+    assert_eq!(requested(&transmits(&mut d, loss)), vec![newest]);
+    assert!(d.poll_timeout().is_some(), "the probe's timer is armed");
+}
