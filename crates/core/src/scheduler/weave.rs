@@ -417,6 +417,15 @@ impl Weave {
         (p.in_flight as f64) < PIPE_GAIN * pipe + PIPE_ALLOWANCE
     }
 
+    /// Seconds from `now` (since the epoch) until the modelled answer to `seq` on `path`, with
+    /// that path's error terms; negative once overdue. `None` for a request the scheduler
+    /// did not make.
+    fn modelled_answer(&self, now: f64, path: PathId, seq: u64) -> Option<f64> {
+        let predicted = self.predicted.get(&(path, seq))?;
+        let shift = self.clocks.get(&path).map_or(0.0, PathClock::shift);
+        Some(predicted.at.since_epoch().as_secs_f64() + shift - now)
+    }
+
     /// The oldest packet in flight on one path only (a path losing `LOSSY_PATH` or more, if
     /// `lossy_only`), not copied before, whose copy on `i` would
     /// land first: before the original's modelled answer (with its path's error terms), or at
@@ -426,13 +435,8 @@ impl Weave {
         let me = view.paths[i].id;
         let now = view.now.since_epoch().as_secs_f64();
         let original_lands = |path: PathId, seq: u64| -> Option<f64> {
-            match self.predicted.get(&(path, seq)) {
-                Some(predicted) => {
-                    let shift = self.clocks.get(&path).map_or(0.0, PathClock::shift);
-                    Some(predicted.at.since_epoch().as_secs_f64() + shift - now)
-                }
-                None => view.paths.iter().position(|p| p.id == path).map(|j| at[j]),
-            }
+            self.modelled_answer(now, path, seq)
+                .or_else(|| view.paths.iter().position(|p| p.id == path).map(|j| at[j]))
         };
         let lossy: Vec<PathId> = view
             .paths
@@ -481,9 +485,7 @@ impl Weave {
             holder = Some(p);
         });
         let holder = holder.filter(|&h| holders == 1 && h != me)?;
-        let predicted = self.predicted.get(&(holder, seq))?;
-        let shift = self.clocks.get(&holder).map_or(0.0, PathClock::shift);
-        let overdue = predicted.at.since_epoch().as_secs_f64() + shift <= view.now.since_epoch().as_secs_f64();
+        let overdue = self.modelled_answer(view.now.since_epoch().as_secs_f64(), holder, seq)? <= 0.0;
         let rto = view.paths.iter().find(|p| p.id == holder)?.rto.as_secs_f64();
         (overdue && buffer < rto + at[i]).then_some(seq)
     }
@@ -578,13 +580,14 @@ impl Scheduler for Weave {
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         let mut order: Vec<usize> = (0..view.paths.len()).filter(|&j| view.paths[j].can_send).collect();
         order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
+        // Copies so far against their cap; it moves only with a pick, which ends the call.
+        let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
         for j in order {
             let p = &view.paths[j];
             if !self.under_pipe_cap(view, p) || self.shadowed(view, &at, j) {
                 continue;
             }
-            let budget = COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
-            if self.copies < budget {
+            if may_copy {
                 if let Some(seq) = self.player_copy(view, &at, j) {
                     self.copied.insert(seq);
                     self.copies += 1;
@@ -613,7 +616,7 @@ impl Scheduler for Weave {
                 continue;
             }
             let at_task_tail = view.reorder_limit >= view.task_end;
-            if self.copies < budget {
+            if may_copy {
                 if let Some(seq) = self.copy_candidate(view, &at, j, !at_task_tail) {
                     self.copied.insert(seq);
                     self.copies += 1;
