@@ -49,8 +49,14 @@
 //!   everything else waits for.
 //! - **Tail, everything in flight**: a path asks again for a packet in flight elsewhere if its
 //!   request would land before the original's modelled answer (with that path's error
-//!   terms), or if that answer is overdue; oldest first, each packet once, copies capped at a
-//!   small share of requests. Between paths of equal RTT the original is usually the sooner,
+//!   terms), or, once that answer is overdue, before the resend would: the holder finds the
+//!   request lost 9/8 · sRTT after sending it (RFC 9002 §6.1.2, when later requests are there
+//!   to be answered; its RTO otherwise) and the soonest path asks again. A copy landing later
+//!   only takes the resend's place, as a packet in flight elsewhere is not asked again when
+//!   found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms path's copy of a packet lost on the
+//!   30 ms one held the cursor 60-120 ms in 5 of 10 runs). On a path losing 1 % or more the
+//!   resend may be lost too, and any overdue packet is copied. Oldest first, each packet
+//!   once, copies capped at a small share of requests. Between paths of equal RTT the original is usually the sooner,
 //!   so the tail is cut without Pscheduler's blanket redundancy or copies that only waste.
 //!   Before the task's tail, when everything the reorder buffer allows is in flight, only
 //!   originals on a path losing 1 % or more are copied: a request lost there holds the
@@ -299,6 +305,8 @@ struct Prediction {
     at: Instant,
     /// Seconds of it the model put down to the requests queued ahead on the path.
     queued: f64,
+    /// When the request was sent.
+    sent: Instant,
 }
 
 impl Weave {
@@ -428,8 +436,8 @@ impl Weave {
 
     /// The oldest packet in flight on one path only (a path losing `LOSSY_PATH` or more, if
     /// `lossy_only`), not copied before, whose copy on `i` would
-    /// land first: before the original's modelled answer (with its path's error terms), or at
-    /// all if that answer is overdue. Without a model of the original (a request the scheduler
+    /// land first: before the original's modelled answer (with its path's error terms), or,
+    /// if that answer is overdue, before the resend (`resend_lands`). Without a model of the original (a request the scheduler
     /// did not make), before the answer of a request sent now on the original's path.
     fn copy_candidate(&self, view: &View<'_>, at: &[f64], i: usize, lossy_only: bool) -> Option<u64> {
         let me = view.paths[i].id;
@@ -448,13 +456,21 @@ impl Weave {
             // Nothing could qualify: no scan of everything in flight.
             return None;
         }
+        let soonest = at.iter().copied().fold(f64::INFINITY, f64::min);
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
                 let mut sooner = false;
                 view.in_flight.paths_of(seq, &mut |p| {
                     sooner |= (!lossy_only || lossy.contains(&p))
-                        && original_lands(p, seq).is_some_and(|lands| lands <= 0.0 || at[i] < lands)
+                        && original_lands(p, seq).is_some_and(|lands| {
+                            if lands > 0.0 {
+                                at[i] < lands
+                            } else {
+                                self.resend_lands(view, now, p, seq, soonest)
+                                    .is_none_or(|resent| at[i] < resent)
+                            }
+                        })
                 });
                 if sooner {
                     found = Some(seq);
@@ -464,6 +480,25 @@ impl Weave {
             true
         });
         found
+    }
+
+    /// Seconds from `now` until the answer to `seq`, overdue on `path`, if nothing is copied:
+    /// the path finds it lost (RFC 9002 §6.1.2's time threshold, 9/8 · sRTT after sending it,
+    /// when requests sent after it are in flight there to be answered; the RTO otherwise) and
+    /// the soonest path, answering `soonest` seconds after a request, asks again. `None` (no
+    /// bound: copy) on a path losing `LOSSY_PATH` or more, where the resend may be lost too.
+    fn resend_lands(&self, view: &View<'_>, now: f64, path: PathId, seq: u64, soonest: f64) -> Option<f64> {
+        let sent = self.predicted.get(&(path, seq))?.sent.since_epoch().as_secs_f64();
+        let holder = view.paths.iter().find(|p| p.id == path)?;
+        if holder.loss_rate >= LOSSY_PATH {
+            return None;
+        }
+        let found_after = if holder.in_flight > 1 {
+            holder.srtt.as_secs_f64() * 9.0 / 8.0
+        } else {
+            holder.rto.as_secs_f64()
+        };
+        Some((sent + found_after - now).max(0.0) + soonest)
     }
 
     /// With a player attached, the packet at the in-order cursor if it is overdue on the one
@@ -563,7 +598,14 @@ impl Weave {
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
         let queued = (model - unqueued_answer(p)).max(0.0);
-        self.predicted.insert((path, seq), Prediction { at: raw, queued });
+        self.predicted.insert(
+            (path, seq),
+            Prediction {
+                at: raw,
+                queued,
+                sent: now,
+            },
+        );
         Some(Pick { path, seq })
     }
 }
@@ -1027,6 +1069,41 @@ mod tests {
         f.path_mut(1).loss_rate = loss;
         f.now = Instant::from_nanos(20_000_000);
         w.next(&f.view())
+    }
+
+    /// The task's last `packets` went to the 10 ms path 0 at 0 ms (its RTO `rto_ms`, its loss
+    /// rate `loss`); at 15 ms the first one's answer is overdue: does the 60 ms path 1 copy it?
+    fn slow_path_copies_an_overdue_tail_packet(packets: u64, rto_ms: u64, loss: f64) -> Option<Pick> {
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 0)), measured(path(1, 60, 10, 0))],
+            0..packets,
+        );
+        f.path_mut(0).rto = Duration::from_millis(rto_ms);
+        f.path_mut(1).can_send = false;
+        let mut w = Weave::default();
+        assert_eq!(paths_of(&f.run(&mut w)), vec![0; packets as usize]);
+        f.path_mut(0).can_send = false;
+        f.path_mut(0).loss_rate = loss;
+        f.path_mut(1).can_send = true;
+        f.now = Instant::from_nanos(15_000_000);
+        w.next(&f.view())
+    }
+
+    #[test]
+    fn an_overdue_tail_packet_is_copied_on_a_slower_path_only_if_its_resend_would_land_later() {
+        // With two requests behind it, path 0 finds the first lost at 11.25 ms (9/8 · sRTT)
+        // and its resend lands 10 ms later: a copy landing in 60 ms would only replace it.
+        assert_eq!(slow_path_copies_an_overdue_tail_packet(3, 30, 0.0), None);
+        // Alone in flight, it is found lost by the RTO: at 30 ms the resend would land at
+        // 40 ms, still sooner; at 200 ms, 210 ms, and the copy is sooner.
+        assert_eq!(slow_path_copies_an_overdue_tail_packet(1, 30, 0.0), None);
+        let copy = Some(Pick {
+            path: PathId(1),
+            seq: 0,
+        });
+        assert_eq!(slow_path_copies_an_overdue_tail_packet(1, 200, 0.0), copy);
+        // On a path losing 5 % the resend may be lost too: copy.
+        assert_eq!(slow_path_copies_an_overdue_tail_packet(3, 30, 0.05), copy);
     }
 
     #[test]
