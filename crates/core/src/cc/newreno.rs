@@ -160,7 +160,8 @@ pub(crate) mod test_support {
         Instant::ZERO + d
     }
 
-    /// Data for one `MSS` request sent at `sent` arriving at `now`.
+    /// Data for one `MSS` request sent at `sent` arriving at `now`, on a path whose window is
+    /// full (more in flight than any window in the tests).
     pub(crate) fn arrival(sent: Instant, now: Instant) -> DataArrival {
         DataArrival {
             now,
@@ -169,7 +170,7 @@ pub(crate) mod test_support {
             rtt: now - sent,
             smoothed_rtt: now - sent,
             min_rtt: now - sent,
-            in_flight_bytes: 0,
+            in_flight_bytes: 1 << 40,
             delivered_bytes: 0,
             delivered_bytes_at_send: 0,
             delivered_time_at_send: sent,
