@@ -50,7 +50,7 @@
 //! - **Tail, everything in flight**: a path asks again for a packet in flight elsewhere if its
 //!   request would land before the original's modelled answer (with that path's error
 //!   terms), or, once that answer is overdue, before the resend would: the holder finds the
-//!   request lost 9/8 · sRTT after sending it (RFC 9002 §6.1.2, when later requests are there
+//!   request lost 9/8 · sRTT after sending it (RFC 9002 §6.1.2, when a later request is there
 //!   to be answered; its RTO otherwise) and the soonest path asks again. A copy landing later
 //!   only takes the resend's place, as a packet in flight elsewhere is not asked again when
 //!   found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms path's copy of a packet lost on the
@@ -484,21 +484,28 @@ impl Weave {
 
     /// Seconds from `now` until the answer to `seq`, overdue on `path`, if nothing is copied:
     /// the path finds it lost (RFC 9002 §6.1.2's time threshold, 9/8 · sRTT after sending it,
-    /// when requests sent after it are in flight there to be answered; the RTO otherwise) and
+    /// when a request sent after it is there to be answered; the RTO otherwise) and
     /// the soonest path, answering `soonest` seconds after a request, asks again. `None` (no
     /// bound: copy) on a path losing `LOSSY_PATH` or more, where the resend may be lost too.
     fn resend_lands(&self, view: &View<'_>, now: f64, path: PathId, seq: u64, soonest: f64) -> Option<f64> {
-        let sent = self.predicted.get(&(path, seq))?.sent.since_epoch().as_secs_f64();
+        let predicted = self.predicted.get(&(path, seq))?;
         let holder = view.paths.iter().find(|p| p.id == path)?;
         if holder.loss_rate >= LOSSY_PATH {
             return None;
         }
-        let found_after = if holder.in_flight > 1 {
+        // The path's clock, the modelled answer to its latest request, is past this one's
+        // once a request went out after it.
+        let sent_after = self
+            .clocks
+            .get(&path)
+            .and_then(|c| c.clock)
+            .is_some_and(|c| c > predicted.at);
+        let found_after = if sent_after {
             holder.srtt.as_secs_f64() * 9.0 / 8.0
         } else {
             holder.rto.as_secs_f64()
         };
-        Some((sent + found_after - now).max(0.0) + soonest)
+        Some((predicted.sent.since_epoch().as_secs_f64() + found_after - now).max(0.0) + soonest)
     }
 
     /// With a player attached, the packet at the in-order cursor if it is overdue on the one
