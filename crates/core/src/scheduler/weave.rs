@@ -56,8 +56,9 @@
 //!   found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms path's copy of a packet lost on the
 //!   30 ms one held the cursor 60-120 ms in 5 of 10 runs). On a path losing 1 % or more the
 //!   resend may be lost too, and any overdue packet is copied. Oldest first, each packet
-//!   once, copies capped at a small share of requests. Between paths of equal RTT the original is usually the sooner,
-//!   so the tail is cut without Pscheduler's blanket redundancy or copies that only waste.
+//!   once, copies capped at a small share of requests. Between paths of equal RTT the
+//!   original is usually the sooner, so the tail is cut without Pscheduler's blanket
+//!   redundancy or copies that only waste.
 //!   Before the task's tail, when everything the reorder buffer allows is in flight, only
 //!   originals on a path losing 1 % or more are copied: a request lost there holds the
 //!   buffer's cursor until the loss is detected, the buffer fills, and the other paths stall,
@@ -438,8 +439,9 @@ impl Weave {
     /// The oldest packet in flight on one path only (a path losing `LOSSY_PATH` or more, if
     /// `lossy_only`), not copied before, whose copy on `i` would
     /// land first: before the original's modelled answer (with its path's error terms), or,
-    /// if that answer is overdue, before the resend (`resend_lands`). Without a model of the original (a request the scheduler
-    /// did not make), before the answer of a request sent now on the original's path.
+    /// if that answer is overdue, before the resend (`resend_lands`). Without a model of the
+    /// original (a request the scheduler did not make), before the answer of a request sent
+    /// now on the original's path.
     fn copy_candidate(&self, view: &View<'_>, at: &[f64], i: usize, lossy_only: bool) -> Option<u64> {
         let me = view.paths[i].id;
         let now = view.now.since_epoch().as_secs_f64();
