@@ -441,8 +441,8 @@ impl Weave {
     /// land first: before the original's modelled answer (with its path's error terms), or,
     /// if that answer is overdue, before the resend (`resend_lands`). Without a model of the
     /// original (a request the scheduler did not make), before the answer of a request sent
-    /// now on the original's path.
-    fn copy_candidate(&self, view: &View<'_>, at: &[f64], i: usize, lossy_only: bool) -> Option<u64> {
+    /// now on the original's path. `soonest`: seconds until the soonest path's answer.
+    fn copy_candidate(&self, view: &View<'_>, at: &[f64], soonest: f64, i: usize, lossy_only: bool) -> Option<u64> {
         let me = view.paths[i].id;
         let now = view.now.since_epoch().as_secs_f64();
         let original_lands = |path: PathId, seq: u64| -> Option<f64> {
@@ -459,7 +459,6 @@ impl Weave {
             // Nothing could qualify: no scan of everything in flight.
             return None;
         }
-        let soonest = at.iter().copied().fold(f64::INFINITY, f64::min);
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
@@ -492,7 +491,7 @@ impl Weave {
     /// bound: copy) on a path losing `LOSSY_PATH` or more, where the resend may be lost too.
     fn resend_lands(&self, view: &View<'_>, now: f64, path: PathId, seq: u64, soonest: f64) -> Option<f64> {
         let predicted = self.predicted.get(&(path, seq))?;
-        let holder = view.paths.iter().find(|p| p.id == path)?;
+        let holder = view.path(path)?;
         if holder.loss_rate >= LOSSY_PATH {
             return None;
         }
@@ -531,7 +530,7 @@ impl Weave {
         });
         let holder = holder.filter(|&h| holders == 1 && h != me)?;
         let overdue = self.modelled_answer(view.now.since_epoch().as_secs_f64(), holder, seq)? <= 0.0;
-        let rto = view.paths.iter().find(|p| p.id == holder)?.rto.as_secs_f64();
+        let rto = view.path(holder)?.rto.as_secs_f64();
         (overdue && buffer < rto + at[i]).then_some(seq)
     }
 
@@ -629,6 +628,7 @@ impl Scheduler for Weave {
         self.update_peaks(view);
         let pending = view.pending.len();
         let at = self.arrivals(view);
+        let soonest = at.iter().copied().fold(f64::INFINITY, f64::min);
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         let mut order: Vec<usize> = (0..view.paths.len()).filter(|&j| view.paths[j].can_send).collect();
         order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
@@ -657,7 +657,6 @@ impl Scheduler for Weave {
             if pending > 0 {
                 // The queue ends (the task's tail, or the reorder buffer's limit) before this
                 // path's turn: the last packet, if it lands before the sooner paths get to it.
-                let soonest = at.iter().copied().fold(f64::INFINITY, f64::min);
                 let theirs = self
                     .drain_time(view, &at, j, pending)
                     .map_or(f64::INFINITY, |d| d + soonest);
@@ -669,7 +668,7 @@ impl Scheduler for Weave {
             }
             let at_task_tail = view.reorder_limit >= view.task_end;
             if may_copy {
-                if let Some(seq) = self.copy_candidate(view, &at, j, !at_task_tail) {
+                if let Some(seq) = self.copy_candidate(view, &at, soonest, j, !at_task_tail) {
                     self.copied.insert(seq);
                     self.copies += 1;
                     return self.pick(view.now, p, seq, at[j]);
