@@ -1,8 +1,7 @@
 //! Copa congestion control (Arun & Balakrishnan, NSDI 2018), default mode, receiver-driven.
 
-use std::collections::VecDeque;
-
 use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
+use crate::estimate::WindowedMin;
 use crate::time::{Duration, Instant};
 
 /// Copa's settings; windows are counted in packets of the path's `mss`.
@@ -41,28 +40,6 @@ impl ControllerFactory for CopaConfig {
     }
 }
 
-/// Windowed minimum of RTT samples: the samples that could still be the minimum, oldest
-/// first, each smaller than the one before it.
-#[derive(Clone, Debug, Default)]
-struct MinFilter {
-    samples: VecDeque<(Instant, Duration)>,
-}
-
-impl MinFilter {
-    /// Takes `rtt` seen at `now` and returns the minimum over the last `window` (at least the
-    /// newest sample).
-    fn update(&mut self, now: Instant, rtt: Duration, window: Duration) -> Duration {
-        while self.samples.back().is_some_and(|&(_, r)| r >= rtt) {
-            self.samples.pop_back();
-        }
-        self.samples.push_back((now, rtt));
-        while self.samples.len() > 1 && self.samples.front().is_some_and(|&(t, _)| t + window < now) {
-            self.samples.pop_front();
-        }
-        self.samples.front().map_or(rtt, |&(_, r)| r)
-    }
-}
-
 /// Which way the window moved over the last round trip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -98,8 +75,8 @@ pub struct Copa {
     /// Bytes of requests the path may have in flight.
     cwnd: f64,
     slow_start: bool,
-    min_rtt: MinFilter,
-    standing: MinFilter,
+    min_rtt: WindowedMin<Duration>,
+    standing: WindowedMin<Duration>,
     rtt_min: Option<Duration>,
     rtt_standing: Option<Duration>,
     srtt: Duration,
@@ -126,8 +103,8 @@ impl Copa {
             velocity_rounds: config.velocity_rounds,
             cwnd,
             slow_start: true,
-            min_rtt: MinFilter::default(),
-            standing: MinFilter::default(),
+            min_rtt: WindowedMin::default(),
+            standing: WindowedMin::default(),
             rtt_min: None,
             rtt_standing: None,
             srtt: Duration::ZERO,
@@ -314,7 +291,7 @@ mod tests {
 
     #[test]
     fn min_filter_keeps_the_window() {
-        let mut f = MinFilter::default();
+        let mut f = WindowedMin::default();
         assert_eq!(f.update(at(ms(0)), ms(50), ms(100)), ms(50));
         assert_eq!(f.update(at(ms(10)), ms(70), ms(100)), ms(50));
         assert_eq!(f.update(at(ms(100)), ms(60), ms(100)), ms(50));

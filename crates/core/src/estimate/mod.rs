@@ -4,11 +4,13 @@ pub mod delivery;
 pub mod rtt;
 pub mod shared;
 pub mod tfrc;
+pub mod windowed;
 
 pub use delivery::DeliveryRate;
 pub use rtt::RttEstimator;
 pub use shared::SharedBottleneck;
 pub use tfrc::LossEventRate;
+pub use windowed::{WindowedMax, WindowedMin};
 
 use crate::time::Duration;
 

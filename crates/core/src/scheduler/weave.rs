@@ -86,7 +86,7 @@
 //!   tell apart).
 
 use super::{Pick, SchedEvent, Scheduler, View};
-use crate::estimate::SharedBottleneck;
+use crate::estimate::{SharedBottleneck, WindowedMax};
 use crate::path::PathId;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
@@ -124,6 +124,16 @@ const JITTER_SPREAD: f64 = 0.25;
 /// copies had to beat the resend, 0.907 against 0.902, and at 16 and 32 deviations the
 /// 512 kB buffer lost 0.4 % and 1.1 %, at 1 and 2 nothing changed.
 const BUFFER_SLACK_DEVIATIONS: f64 = 4.0;
+/// A full window cut to this fraction or less of its path's pipe and of its own recent peak
+/// is taken to deliver one window per RTT, not the path's peak rate (`Weave::sooner_rate`).
+const WINDOW_CUT: f64 = 4.0;
+/// Deviations of a path's answers past its modelled answer (which holds one already) before
+/// a request there counts as overdue for a copy: RFC 6298 §2's RTO waits K = 4 deviations
+/// past the smoothed RTT. Pscheduler Fig. 5, 64 kB under BBR: the last request of a task,
+/// answered 2 ms past its modelled answer, was copied on the 90 ms path in 2 of 10 runs,
+/// and that path's BBR paced at the rate measured from the one copy when it was needed.
+/// On a path losing `LOSSY_PATH` or more, a request overdue at all is copied.
+const OVERDUE_DEVIATIONS: f64 = 3.0;
 /// The random-loss share the pipe cap makes up for at most.
 const MAX_LOSS: f64 = 0.3;
 /// Coherence of two paths' queueing delays from which they are taken to share a queue.
@@ -167,8 +177,10 @@ fn min_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 /// What `weave` keeps of one path.
 #[derive(Debug, Default)]
 struct PathClock {
-    /// Peak delivery rate (bytes per second) and when it was measured.
-    peak: Option<(Instant, f64)>,
+    /// Peak delivery rate (bytes per second) over the last `PEAK_WINDOW_RTTS` round trips.
+    peak: WindowedMax<f64>,
+    /// Largest congestion window (packets) over the same round trips.
+    window_peak: WindowedMax<u64>,
     /// Modelled answer to the latest request, before the error terms.
     clock: Option<Instant>,
     /// Smoothed seconds the answers came after the model's prediction (negative: before).
@@ -319,7 +331,7 @@ impl Weave {
             let Some(rate) = p.delivery_rate else { continue };
             let window = Duration::from_secs_f64(PEAK_WINDOW_RTTS * p.srtt.as_secs_f64());
             let state = self.clocks.entry(p.id).or_default();
-            if let (Some((_, peak)), Some(rtt)) = (state.peak, state.last_round_pipe_rtt) {
+            if let (Some(peak), Some(rtt)) = (state.peak.get(), state.last_round_pipe_rtt) {
                 if rate * PIPE_GAIN < peak {
                     state.pipe_rtt = Some(rtt);
                 }
@@ -328,10 +340,11 @@ impl Weave {
             // window is large and the cap holds the path to a few requests in flight; the last
             // round trip's answers show within one RTT that the path carries more.
             let rate = rate.max(state.last_round_rate.unwrap_or(0.0) * view.packet_size as f64);
-            match state.peak {
-                Some((at, peak)) if rate < peak && view.now - at <= window => {}
-                _ => state.peak = Some((view.now, rate)),
-            }
+            // Once the peak ages out, the best rate measured since takes over, not the latest:
+            // that one may come from a window the control has just cut (BBR's ProbeRTT at 4
+            // packets for 200 ms, longer than the delivery rate's lag behind its recovery).
+            state.peak.update(view.now, rate, window);
+            state.window_peak.update(view.now, p.cwnd, window);
         }
     }
 
@@ -341,12 +354,32 @@ impl Weave {
     /// up), and a clock spaced by a lagging rate predicts a queue that is not there.
     fn rate(&self, view: &View<'_>, p: &PathView) -> f64 {
         let state = self.clocks.get(&p.id);
-        let bytes = match state.and_then(|c| c.peak) {
-            Some((_, peak)) => peak,
+        let bytes = match state.and_then(|c| c.peak.get()) {
+            Some(peak) => peak,
             None => p.throughput(view.packet_size),
         };
         let answered = state.and_then(|c| c.last_round_rate).unwrap_or(0.0);
         (bytes / view.packet_size as f64).max(answered)
+    }
+
+    /// Packets per second path `p` delivers while a later path's answer is on its way: its
+    /// rate, or, when its control has cut a full window to a `WINDOW_CUT`th or less of its
+    /// pipe and of its own peak over the last round trips, one window per minimum RTT. A
+    /// window held at 4 packets for 200 ms by BBR's ProbeRTT, or at 1 after an RTO, keeps the
+    /// rate measured before it for 10 round trips, and the later paths would wait for packets
+    /// it cannot carry (Pscheduler Fig. 5, 64 kB under BBR). A window small all along (a
+    /// coupled control on a lossy path) is its rate already.
+    fn sooner_rate(&self, view: &View<'_>, p: &PathView) -> f64 {
+        let rate = self.rate(view, p);
+        let min_rtt = p.min_rtt.as_secs_f64();
+        let window = p.cwnd as f64;
+        let window_peak = self.clocks.get(&p.id).and_then(|c| c.window_peak.get()).unwrap_or(0);
+        let cut = p.room() == 0 && WINDOW_CUT * window < rate * min_rtt && p.cwnd * WINDOW_CUT as u64 <= window_peak;
+        if cut && min_rtt > 0.0 {
+            window / min_rtt
+        } else {
+            rate
+        }
     }
 
     /// Seconds from now until the answer to a request sent now on each path.
@@ -359,11 +392,9 @@ impl Weave {
                 match self.clocks.get(&p.id) {
                     Some(
                         state @ PathClock {
-                            peak: Some(_),
-                            clock: Some(clock),
-                            ..
+                            clock: Some(clock), ..
                         },
-                    ) => {
+                    ) if state.peak.get().is_some() => {
                         let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / self.rate(view, p));
                         // No answer comes before the minimum RTT, whatever the error says.
                         (model + state.shift()).max(p.min_rtt.as_secs_f64())
@@ -382,7 +413,7 @@ impl Weave {
             .iter()
             .enumerate()
             .filter(|&(j, _)| j != i && at[j] < at[i])
-            .map(|(j, p)| (at[i] - at[j]) * self.rate(view, p))
+            .map(|(j, p)| (at[i] - at[j]) * self.sooner_rate(view, p))
             .sum();
         // The clocks pass through nanoseconds: a whole number of packets must not floor to one less.
         (packets + 1e-6).floor() as u64
@@ -395,7 +426,7 @@ impl Weave {
             .iter()
             .enumerate()
             .filter(|&(j, _)| j != i && at[j] < at[i])
-            .map(|(_, p)| self.rate(view, p))
+            .map(|(_, p)| self.sooner_rate(view, p))
             .sum();
         (rate > 0.0).then(|| pending as f64 / rate)
     }
@@ -418,7 +449,7 @@ impl Weave {
         let Some(state) = self.clocks.get(&p.id) else {
             return true;
         };
-        let Some((_, peak)) = state.peak else {
+        let Some(peak) = state.peak.get() else {
             return true;
         };
         let min_rtt = p.min_rtt.as_secs_f64();
@@ -464,10 +495,17 @@ impl Weave {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
                 let mut sooner = false;
                 view.in_flight.paths_of(seq, &mut |p| {
+                    let overdue_after = if lossy.contains(&p) {
+                        0.0
+                    } else {
+                        -OVERDUE_DEVIATIONS * self.clocks.get(&p).map_or(0.0, |c| c.deviation)
+                    };
                     sooner |= (!lossy_only || lossy.contains(&p))
                         && original_lands(p, seq).is_some_and(|lands| {
                             if lands > 0.0 {
                                 at[i] < lands
+                            } else if lands > overdue_after {
+                                false
                             } else {
                                 self.resend_lands(view, now, p, seq, soonest)
                                     .is_none_or(|resent| at[i] < resent)
@@ -1113,6 +1151,56 @@ mod tests {
         assert_eq!(slow_path_copies_an_overdue_tail_packet(1, 200, 0.0), copy);
         // On a path losing 5 % the resend may be lost too: copy.
         assert_eq!(slow_path_copies_an_overdue_tail_packet(3, 30, 0.05), copy);
+    }
+
+    #[test]
+    fn a_tail_packet_barely_overdue_on_a_path_whose_answers_vary_is_not_copied() {
+        // Path 0's answers deviate by 2 ms from the model: the last packet's answer, modelled
+        // at 12 ms with that deviation, counts as overdue for a copy 3 deviations later, at
+        // 18 ms. (Its RTO is 200 ms, so once overdue the 60 ms path's copy lands sooner.)
+        let copy_at = |now_ms: u64| {
+            let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 60, 10, 0))], 0..1);
+            f.path_mut(0).rto = Duration::from_millis(200);
+            f.path_mut(1).can_send = false;
+            let mut w = Weave::default();
+            assert_eq!(paths_of(&f.run(&mut w)), vec![0]);
+            w.clocks.get_mut(&PathId(0)).unwrap().deviation = 0.002;
+            f.path_mut(0).can_send = false;
+            f.path_mut(1).can_send = true;
+            f.now = Instant::from_nanos(now_ms * 1_000_000);
+            w.next(&f.view())
+        };
+        assert_eq!(copy_at(15), None, "late by less than the answers vary");
+        assert_eq!(
+            copy_at(20),
+            Some(Pick {
+                path: PathId(1),
+                seq: 0
+            })
+        );
+    }
+
+    #[test]
+    fn a_window_cut_far_below_its_pipe_counts_one_window_per_rtt() {
+        // The 20 ms path delivers 1000 packets/s, a pipe of 20; the 60 ms path's request lands
+        // 40 ms later, when the 20 ms path has delivered 40 more: it takes packet 40. With the
+        // 20 ms path's full window cut from 40 to 4 (BBR's ProbeRTT), that path delivers 4
+        // per 20 ms, 8 in the 40 ms, and the 60 ms path takes packet 8. A window of 4 all
+        // along is the path's rate already, and the measured rate stands.
+        let slow_pick = |windows: &[u64]| {
+            let mut f = Fixture::new(vec![measured(path(0, 20, 40, 40)), measured(path(1, 60, 5, 0))], 0..1000);
+            let mut w = Weave::default();
+            f.path_mut(1).can_send = false;
+            for &cwnd in windows {
+                f.path_mut(0).cwnd = cwnd;
+                assert_eq!(w.next(&f.view()), None);
+            }
+            f.path_mut(1).can_send = true;
+            w.next(&f.view()).map(|p| (p.path, p.seq))
+        };
+        assert_eq!(slow_pick(&[40]), Some((PathId(1), 40)));
+        assert_eq!(slow_pick(&[40, 4]), Some((PathId(1), 8)));
+        assert_eq!(slow_pick(&[4]), Some((PathId(1), 40)));
     }
 
     #[test]
