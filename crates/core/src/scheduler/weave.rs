@@ -6,9 +6,10 @@
 //!   answers have shown this model to miss:
 //!   `A_i = max(min_rtt_i + L_i, clock_i − now + 1/R̂_i) + ē_i + d̄_i`, with `clock_i` the
 //!   modelled answer to the path's latest request, `R̂_i` its peak rate over the last 10
-//!   round trips (the bottleneck's rate), sampled from the delivery rate (Eq. 5) and from
-//!   the rate each round trip's answers came at, which shows within one RTT what Eq. 5's
-//!   window of answers shows seconds later,
+//!   round trips (the bottleneck's rate; a windowed maximum, as BBR's bandwidth filter, so
+//!   an aged-out peak gives way to the best rate since), sampled from the delivery rate
+//!   (Eq. 5) and from the rate each round trip's answers came at, which shows within one RTT
+//!   what Eq. 5's window of answers shows seconds later,
 //!   `L_i` Eq. 6's loss penalty (E − sRTT), and `ē_i`, `d̄_i` the smoothed error of the model
 //!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
 //!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
@@ -21,7 +22,10 @@
 //!   packet whose turn comes when its own request would land — the packets the paths
 //!   answering sooner deliver meanwhile are skipped for them:
 //!   `offset_i = Σ_{A_j < A_i} (A_i − A_j) · R̂_j / size`. The soonest path (offset 0) takes
-//!   the head of the queue, lost packets first.
+//!   the head of the queue, lost packets first. A sooner path whose control has cut its full
+//!   window to a quarter or less of its pipe and of its own recent peak (BBR's ProbeRTT
+//!   holds 4 packets for 200 ms) counts `cwnd_j / min_rtt_j` instead of `R̂_j`: its peak
+//!   lasts 10 round trips, and the later paths would wait for packets it cannot carry.
 //! - **Pipe cap**: a path keeps at most `1.25 · R̂_i ÷ (1 − loss) · rtt_i` plus 4 requests
 //!   in flight (BBR's in-flight bound with its 1.25 probing gain, Cardwell et al. 2016):
 //!   enough to keep its bottleneck busy and to measure more rate when there is more, but no
@@ -49,7 +53,8 @@
 //!   everything else waits for.
 //! - **Tail, everything in flight**: a path asks again for a packet in flight elsewhere if its
 //!   request would land before the original's modelled answer (with that path's error
-//!   terms), or, once that answer is overdue, before the resend would: the holder finds the
+//!   terms), or, once that answer is overdue (3 more deviations past it, RFC 6298's K = 4:
+//!   an answer barely late is late, not lost), before the resend would: the holder finds the
 //!   request lost 9/8 · sRTT after sending it (RFC 9002 §6.1.2, when a later request is there
 //!   to be answered; its RTO otherwise) and the soonest path asks again. A copy landing later
 //!   only takes the resend's place, as a packet in flight elsewhere is not asked again when
