@@ -70,8 +70,14 @@ mod tests {
         let mut least = WindowedMin::default();
         least.update(at(0), Duration::from_millis(30), window);
         least.update(at(90), Duration::from_millis(30), window);
-        assert_eq!(least.update(at(150), Duration::from_millis(50), window), Duration::from_millis(30));
+        assert_eq!(
+            least.update(at(150), Duration::from_millis(50), window),
+            Duration::from_millis(30)
+        );
         // Only the newest sample is left once everything else has aged out.
-        assert_eq!(least.update(at(400), Duration::from_millis(60), window), Duration::from_millis(60));
+        assert_eq!(
+            least.update(at(400), Duration::from_millis(60), window),
+            Duration::from_millis(60)
+        );
     }
 }

@@ -380,11 +380,7 @@ impl Weave {
         let window = p.cwnd as f64;
         let window_peak = self.clocks.get(&p.id).and_then(|c| c.window_peak.get()).unwrap_or(0);
         let cut = p.room() == 0 && WINDOW_CUT * window < rate * min_rtt && p.cwnd * WINDOW_CUT as u64 <= window_peak;
-        if cut && min_rtt > 0.0 {
-            window / min_rtt
-        } else {
-            rate
-        }
+        if cut && min_rtt > 0.0 { window / min_rtt } else { rate }
     }
 
     /// Seconds from now until the answer to a request sent now on each path.
@@ -395,11 +391,7 @@ impl Weave {
             .map(|p| {
                 let base = unqueued_answer(p);
                 match self.clocks.get(&p.id) {
-                    Some(
-                        state @ PathClock {
-                            clock: Some(clock), ..
-                        },
-                    ) if state.peak.get().is_some() => {
+                    Some(state @ PathClock { clock: Some(clock), .. }) if state.peak.get().is_some() => {
                         let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / self.rate(view, p));
                         // No answer comes before the minimum RTT, whatever the error says.
                         (model + state.shift()).max(p.min_rtt.as_secs_f64())
@@ -1193,7 +1185,10 @@ mod tests {
         // per 20 ms, 8 in the 40 ms, and the 60 ms path takes packet 8. A window of 4 all
         // along is the path's rate already, and the measured rate stands.
         let slow_pick = |windows: &[u64]| {
-            let mut f = Fixture::new(vec![measured(path(0, 20, 40, 40)), measured(path(1, 60, 5, 0))], 0..1000);
+            let mut f = Fixture::new(
+                vec![measured(path(0, 20, 40, 40)), measured(path(1, 60, 5, 0))],
+                0..1000,
+            );
             let mut w = Weave::default();
             f.path_mut(1).can_send = false;
             for &cwnd in windows {
