@@ -30,10 +30,9 @@
 //! On a path without random loss every loss comes with a queue, so `weft` is CUBIC with a
 //! Westwood+ floor.
 
-use std::collections::VecDeque;
-
 use super::cubic::{Cubic, CubicConfig};
 use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
+use crate::estimate::{WindowedMax, WindowedMin};
 use crate::time::{Duration, Instant};
 
 /// Packets of standing queue Veno still reads as no congestion (Fu & Liew 2003, β = 3).
@@ -97,30 +96,6 @@ impl ControllerFactory for WeftConfig {
     }
 }
 
-/// A sliding-window extremum over time: a monotone deque, O(1) amortized per sample.
-#[derive(Debug, Default)]
-struct WindowedExtremum<T> {
-    samples: VecDeque<(Instant, T)>,
-}
-
-impl<T: Copy + PartialOrd> WindowedExtremum<T> {
-    /// Adds `value` at `now`, dropping samples older than `window`. `keep(old, new)` says
-    /// whether an older sample can still be the extremum once `new` is in.
-    fn push(&mut self, now: Instant, value: T, window: Duration, keep: impl Fn(T, T) -> bool) {
-        while self.samples.back().is_some_and(|&(_, old)| !keep(old, value)) {
-            self.samples.pop_back();
-        }
-        self.samples.push_back((now, value));
-        let horizon = now - window;
-        while self.samples.len() > 1 && self.samples.front().is_some_and(|&(t, _)| t < horizon) {
-            self.samples.pop_front();
-        }
-    }
-    fn get(&self) -> Option<T> {
-        self.samples.front().map(|&(_, v)| v)
-    }
-}
-
 /// The `weft` controller of one path.
 #[derive(Debug)]
 pub struct Weft {
@@ -136,9 +111,9 @@ pub struct Weft {
     slow_start_pacing: f64,
     pacing: f64,
     /// Lowest RTT over the last smoothed RTT: the standing part of the RTT, jitter filtered.
-    recent_rtt: WindowedExtremum<Duration>,
+    recent_rtt: WindowedMin<Duration>,
     /// Highest delivery rate (bytes per second) over the last `rate_window_rtts` round trips.
-    max_rate: WindowedExtremum<f64>,
+    max_rate: WindowedMax<f64>,
     min_rtt: Option<Duration>,
     smoothed_rtt: Option<Duration>,
     /// The latest RTT sample: a loss is judged by the queue its evidence went through.
@@ -163,8 +138,8 @@ impl Weft {
             min_cut: config.min_cut.clamp(0.0, 1.0),
             slow_start_pacing: config.slow_start_pacing.max(0.0),
             pacing: config.pacing.max(0.0),
-            recent_rtt: WindowedExtremum::default(),
-            max_rate: WindowedExtremum::default(),
+            recent_rtt: WindowedMin::default(),
+            max_rate: WindowedMax::default(),
             min_rtt: None,
             smoothed_rtt: None,
             latest_rtt: None,
@@ -241,8 +216,7 @@ impl Weft {
         self.latest_rtt = Some(arrival.rtt);
         // One propagation RTT of samples: enough to see past jitter and request bursts,
         // short enough to see a queue within the round trip it builds.
-        self.recent_rtt
-            .push(arrival.now, arrival.rtt, arrival.min_rtt, |old, new| old < new);
+        self.recent_rtt.update(arrival.now, arrival.rtt, arrival.min_rtt);
     }
 
     fn record_rate(&mut self, arrival: &DataArrival) {
@@ -261,7 +235,7 @@ impl Weft {
             return;
         }
         let window = arrival.smoothed_rtt.max(min_rtt) * self.rate_window_rtts;
-        self.max_rate.push(arrival.now, rate, window, |old, new| old > new);
+        self.max_rate.update(arrival.now, rate, window);
     }
 }
 
@@ -539,20 +513,5 @@ mod tests {
             "{}",
             m.cc.cubic().ssthresh()
         );
-    }
-
-    #[test]
-    fn windowed_extremum_forgets_old_samples() {
-        let mut min = WindowedExtremum::default();
-        min.push(at(ms(0)), 5u32, ms(10), |old, new| old < new);
-        min.push(at(ms(5)), 7, ms(10), |old, new| old < new);
-        assert_eq!(min.get(), Some(5));
-        min.push(at(ms(12)), 9, ms(10), |old, new| old < new);
-        assert_eq!(min.get(), Some(7));
-        min.push(at(ms(13)), 1, ms(10), |old, new| old < new);
-        assert_eq!(min.get(), Some(1));
-        // The last sample stays whatever its age.
-        min.push(at(ms(100)), 3, ms(10), |old, new| old < new);
-        assert_eq!(min.get(), Some(3));
     }
 }

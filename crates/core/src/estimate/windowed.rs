@@ -65,6 +65,17 @@ mod tests {
     }
 
     #[test]
+    fn old_samples_are_forgotten_but_the_newest_stays_whatever_its_age() {
+        let window = Duration::from_millis(10);
+        let mut least = WindowedMin::default();
+        least.update(at(0), 5u32, window);
+        assert_eq!(least.update(at(5), 7, window), 5);
+        assert_eq!(least.update(at(12), 9, window), 7);
+        assert_eq!(least.update(at(13), 1, window), 1);
+        assert_eq!(least.update(at(100), 3, window), 3);
+    }
+
+    #[test]
     fn a_newer_sample_that_matches_the_extreme_renews_it() {
         let window = Duration::from_millis(100);
         let mut least = WindowedMin::default();
