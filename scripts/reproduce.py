@@ -369,6 +369,73 @@ def default_check():
     return compared, differ, unmatched
 
 
+# Per-cell metrics the scorecard weighs, lower is better: (field, label, from the player's
+# stats, the files whose paper reports it: a stem prefix, "" for all).
+SCORE_METRICS = [
+    ("completion_s", "completion time", False, ""),
+    ("rebuffer_count", "underflows", True, ""),
+    ("stall_percentage", "stalled time", True, ""),
+    ("frames_discarded", "discarded pictures", True, "kondo"),
+    ("gop_pause_percentage", "GOP pauses", True, "mprd"),
+]
+# Differences within this share of the best other are ties: completion times of 2-core runs
+# that differ by a few milliseconds in minutes say nothing.
+SCORE_TIE = 0.001
+
+
+def scorecard():
+    """`DEFAULT_IS` against the best other scheduler in every cell (file × congestion control ×
+    sweep point) of the paper scenarios, on the metrics each file's paper reports: how many
+    cells it is better, level (within `SCORE_TIE`) or behind in, per metric, and the cells it
+    is behind in."""
+    counts = {label: [0, 0, 0] for _, label, _, _ in SCORE_METRICS}
+    behind = []
+    for path in sorted(glob.glob(os.path.join(FIGURES, "*", "rows.json"))):
+        stem = os.path.basename(os.path.dirname(path))
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+        for ours in (r for r in rows if r["scheduler"] == DEFAULT_IS):
+            cell = (ours["cc"], str(ours.get("sweep")))
+            others = [
+                r
+                for r in rows
+                if (r["cc"], str(r.get("sweep"))) == cell and r["scheduler"] not in (DEFAULT_IS, "default")
+            ]
+            for field, label, player, prefix in SCORE_METRICS:
+                if not stem.startswith(prefix):
+                    continue
+
+                def value(r):
+                    src = r.get("player") if player else r
+                    return None if src is None else src.get(field)
+
+                mine = value(ours)
+                theirs = [(value(r), r["scheduler"]) for r in others if value(r) is not None]
+                if mine is None or not theirs:
+                    continue
+                best, who = min(theirs)
+                slack = SCORE_TIE * abs(best)
+                if mine < best - slack:
+                    counts[label][0] += 1
+                elif mine <= best + slack:
+                    counts[label][1] += 1
+                else:
+                    counts[label][2] += 1
+                    sweep = "" if ours.get("sweep") is None else f" {ours['sweep']}"
+                    behind.append(f"{stem} {ours['cc']}{sweep}: {label} {mine:.4g} against {who}'s {best:.4g}")
+    lines = [
+        f"`{DEFAULT_IS}` against the best other scheduler of each cell (file × control × sweep point, "
+        f"every `rows.json` under `docs/figures/*/`; lower is better; within {SCORE_TIE:.1%} of "
+        "the best is level; discarded pictures in Kondo's files, GOP pauses in MPRD's):",
+        "",
+        "| metric | better | level | behind |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {label} | {b} | {t} | {k} |" for label, (b, t, k) in counts.items() if b + t + k]
+    lines += [""] + (["Behind in:", ""] + [f"- {b}" for b in behind] if behind else ["Behind in: none."])
+    return "\n".join(lines) + "\n"
+
+
 def blocks():
     """The generated markdown blocks, by key: "STEM" (commands and table; default rows left
     out, see default_check) and "STEM:vs" (changes against minrtt)."""
@@ -459,6 +526,7 @@ def blocks():
             + md_table(no_default(rows), ("servers", "servers"), cdn=True, isolated=True) + "\n"
         )
         out[prefix + ":vs"] = vs_minrtt(rows, ("servers", "servers"), VS_MPRD) + "\n"
+    out["scorecard"] = scorecard()
     return manifest, out
 
 
