@@ -131,7 +131,7 @@ const JITTER_SPREAD: f64 = 0.25;
 const BUFFER_SLACK_DEVIATIONS: f64 = 4.0;
 /// A full window cut to this fraction or less of its path's pipe and of its own recent peak
 /// is taken to deliver one window per RTT, not the path's peak rate (`Weave::sooner_rate`).
-const WINDOW_CUT: f64 = 4.0;
+const WINDOW_CUT: u64 = 4;
 /// Deviations of a path's answers past its modelled answer (which holds one already) before
 /// a request there counts as overdue for a copy: RFC 6298 §2's RTO waits K = 4 deviations
 /// past the smoothed RTT. Pscheduler Fig. 5, 64 kB under BBR: the last request of a task,
@@ -379,7 +379,7 @@ impl Weave {
         let min_rtt = p.min_rtt.as_secs_f64();
         let window = p.cwnd as f64;
         let window_peak = self.clocks.get(&p.id).and_then(|c| c.window_peak.get()).unwrap_or(0);
-        let cut = p.room() == 0 && WINDOW_CUT * window < rate * min_rtt && p.cwnd * WINDOW_CUT as u64 <= window_peak;
+        let cut = p.room() == 0 && WINDOW_CUT as f64 * window < rate * min_rtt && p.cwnd * WINDOW_CUT <= window_peak;
         if cut && min_rtt > 0.0 { window / min_rtt } else { rate }
     }
 
@@ -1116,8 +1116,15 @@ mod tests {
     }
 
     /// The task's last `packets` went to the 10 ms path 0 at 0 ms (its RTO `rto_ms`, its loss
-    /// rate `loss`); at 15 ms the first one's answer is overdue: does the 60 ms path 1 copy it?
-    fn slow_path_copies_an_overdue_tail_packet(packets: u64, rto_ms: u64, loss: f64) -> Option<Pick> {
+    /// rate `loss`, its answers' deviation from the model `deviation` seconds): does the 60 ms
+    /// path 1 copy the first one at `now_ms`?
+    fn slow_path_copies_a_tail_packet(
+        packets: u64,
+        rto_ms: u64,
+        loss: f64,
+        deviation: f64,
+        now_ms: u64,
+    ) -> Option<Pick> {
         let mut f = Fixture::new(
             vec![measured(path(0, 10, 10, 0)), measured(path(1, 60, 10, 0))],
             0..packets,
@@ -1126,11 +1133,17 @@ mod tests {
         f.path_mut(1).can_send = false;
         let mut w = Weave::default();
         assert_eq!(paths_of(&f.run(&mut w)), vec![0; packets as usize]);
+        w.clocks.get_mut(&PathId(0)).unwrap().deviation = deviation;
         f.path_mut(0).can_send = false;
         f.path_mut(0).loss_rate = loss;
         f.path_mut(1).can_send = true;
-        f.now = Instant::from_nanos(15_000_000);
+        f.now = Instant::from_nanos(now_ms * 1_000_000);
         w.next(&f.view())
+    }
+
+    /// As above, at 15 ms, when the first answer is overdue on a path whose answers do not vary.
+    fn slow_path_copies_an_overdue_tail_packet(packets: u64, rto_ms: u64, loss: f64) -> Option<Pick> {
+        slow_path_copies_a_tail_packet(packets, rto_ms, loss, 0.0, 15)
     }
 
     #[test]
@@ -1155,18 +1168,7 @@ mod tests {
         // Path 0's answers deviate by 2 ms from the model: the last packet's answer, modelled
         // at 12 ms with that deviation, counts as overdue for a copy 3 deviations later, at
         // 18 ms. (Its RTO is 200 ms, so once overdue the 60 ms path's copy lands sooner.)
-        let copy_at = |now_ms: u64| {
-            let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 60, 10, 0))], 0..1);
-            f.path_mut(0).rto = Duration::from_millis(200);
-            f.path_mut(1).can_send = false;
-            let mut w = Weave::default();
-            assert_eq!(paths_of(&f.run(&mut w)), vec![0]);
-            w.clocks.get_mut(&PathId(0)).unwrap().deviation = 0.002;
-            f.path_mut(0).can_send = false;
-            f.path_mut(1).can_send = true;
-            f.now = Instant::from_nanos(now_ms * 1_000_000);
-            w.next(&f.view())
-        };
+        let copy_at = |now_ms: u64| slow_path_copies_a_tail_packet(1, 200, 0.0, 0.002, now_ms);
         assert_eq!(copy_at(15), None, "late by less than the answers vary");
         assert_eq!(
             copy_at(20),
