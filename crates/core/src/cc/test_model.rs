@@ -67,6 +67,12 @@ pub(crate) struct Model<C: Controller, P = f64> {
     pub buffer: Option<u64>,
     /// Every n-th request is lost whatever the queue (random loss made deterministic).
     pub loss_every: Option<u64>,
+    /// Most extra delay on the way back, drawn per packet from a fixed pseudo-random
+    /// sequence; packets keep their order (a late one holds those behind it, as the
+    /// simulator's jittered links do).
+    pub jitter: Option<Duration>,
+    jitter_state: u64,
+    last_arrival: Instant,
     sent: u64,
     link_free: Instant,
     next_send: Instant,
@@ -97,6 +103,9 @@ impl<C: Controller, P> Model<C, P> {
             rates: vec![(Instant::ZERO, rate)],
             buffer: None,
             loss_every: None,
+            jitter: None,
+            jitter_state: 0x9E37_79B9_7F4A_7C15,
+            last_arrival: Instant::ZERO,
             sent: 0,
             link_free: Instant::ZERO,
             next_send: Instant::ZERO,
@@ -117,6 +126,20 @@ impl<C: Controller, P> Model<C, P> {
         self.flight.len() as u64 * MSS
     }
 
+    /// The next packet's extra delay: uniform in [0, `jitter`] (a xorshift sequence, so runs
+    /// repeat exactly).
+    fn next_jitter(&mut self) -> Duration {
+        let Some(most) = self.jitter else {
+            return Duration::ZERO;
+        };
+        let mut x = self.jitter_state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.jitter_state = x;
+        most.mul_f64((x >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
     fn send(&mut self) {
         let now = self.now;
         self.cc.on_request_sent(now, MSS, self.in_flight() + MSS);
@@ -129,11 +152,12 @@ impl<C: Controller, P> Model<C, P> {
             || self.loss_every.is_some_and(|n| self.sent % n.max(1) == 0);
         let arrives = if dropped {
             // Declared lost when the packet queued before it arrives.
-            start + self.one_way
+            (start + self.one_way).max(self.last_arrival)
         } else {
             self.link_free = start + Duration::from_secs_f64(MSS as f64 / rate);
-            self.link_free + self.one_way
+            (self.link_free + self.one_way + self.next_jitter()).max(self.last_arrival)
         };
+        self.last_arrival = arrives;
         self.flight.push_back(Request {
             sent: now,
             arrives,
