@@ -52,6 +52,9 @@ const VENO_BACKLOG: f64 = 3.0;
 /// Gain of the RTT jitter estimator (RFC 3550 §6.4.1's interarrival jitter, 1/16).
 const JITTER_GAIN: f64 = 1.0 / 16.0;
 
+/// Smoothed RTTs over which the smallest spacing of consecutive answers is kept.
+const SPACING_WINDOW_RTTS: u32 = 4;
+
 /// The delay a request meets above the minimum RTT on a jittery path, in units of the jitter
 /// estimate: the pipe is sized by `min_rtt + JITTER_SPAN · J`. Pscheduler Fig. 16's ±40 ms
 /// on a 90 ms path gives J ≈ 2.5–3 ms and a mean RTT near 115 ms (min 52–60 ms), 20–24 J
@@ -144,6 +147,8 @@ pub struct Weft {
     latest_rtt: Option<Duration>,
     /// When it came.
     latest_arrival: Option<Instant>,
+    /// Smallest spacing of consecutive answers over the last `SPACING_WINDOW_RTTS` sRTTs.
+    answer_spacing: WindowedMin<Duration>,
     /// Moving average of the share of requests lost at random.
     random_loss: f64,
     random_losses: u64,
@@ -172,6 +177,7 @@ impl Weft {
             smoothed_rtt: None,
             latest_rtt: None,
             latest_arrival: None,
+            answer_spacing: WindowedMin::default(),
             random_loss: 0.0,
             random_losses: 0,
             congestive_losses: 0,
@@ -281,8 +287,17 @@ impl Weft {
         let same_flight = self
             .latest_arrival
             .is_some_and(|last| arrival.now.saturating_duration_since(last) < arrival.min_rtt);
-        if let (true, Some(previous)) = (same_flight, self.latest_rtt) {
-            let step = (arrival.rtt.as_secs_f64() - previous.as_secs_f64()).abs();
+        if let (true, Some(previous), Some(last)) = (same_flight, self.latest_rtt, self.latest_arrival) {
+            // Behind a busy bottleneck the answers come one serialization apart, and its queue
+            // moves the RTT by about that much from one answer to the next; the smallest
+            // spacing of recent answers bounds it, and only the rest of a step is jitter (a
+            // 1 Mbit/s link's 11 ms per packet otherwise read as jitter, MPRD Fig. 7(a)).
+            // Jitter bunches answers, so there that spacing is near zero.
+            let spacing = arrival.now.saturating_duration_since(last);
+            self.answer_spacing
+                .update(arrival.now, spacing, arrival.smoothed_rtt * SPACING_WINDOW_RTTS);
+            let queue_step = self.answer_spacing.get().map_or(0.0, |d| d.as_secs_f64());
+            let step = ((arrival.rtt.as_secs_f64() - previous.as_secs_f64()).abs() - queue_step).max(0.0);
             self.jitter += JITTER_GAIN * (step - self.jitter);
         }
         self.latest_rtt = Some(arrival.rtt);
