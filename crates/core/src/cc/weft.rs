@@ -266,9 +266,8 @@ impl Weft {
 
     /// The delay jitter adds to a request's RTT, `JITTER_SPAN · J`; none while that is within
     /// the queue threshold: a jitter weft does not read as a queue is too small to matter,
-    /// and a path without any still shows a J of a fraction of a packet's serialization
-    /// (every 10th request lost on a 10 Mbit/s link: J = 0.18 ms), which would otherwise
-    /// lift the pipe above the bandwidth-delay product.
+    /// and a small J from a jitter-free path (a queue's steps the answer spacing did not
+    /// cover) would otherwise lift the pipe above the bandwidth-delay product.
     pub fn jitter_delay(&self) -> Duration {
         let delay = Duration::from_secs_f64(JITTER_SPAN * self.jitter);
         if delay > self.queue_threshold() {
