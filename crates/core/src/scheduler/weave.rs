@@ -487,16 +487,29 @@ impl Weave {
             // Nothing could qualify: no scan of everything in flight.
             return None;
         }
+        // Seconds from its modelled answer (0 or less) from which a request on each path counts
+        // as overdue: once per call, not once per request in flight.
+        let overdue_after: Vec<(PathId, f64)> = view
+            .paths
+            .iter()
+            .map(|q| {
+                let after = if q.loss_rate >= LOSSY_PATH {
+                    0.0
+                } else {
+                    -OVERDUE_DEVIATIONS * self.clocks.get(&q.id).map_or(0.0, |c| c.deviation)
+                };
+                (q.id, after)
+            })
+            .collect();
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
                 let mut sooner = false;
                 view.in_flight.paths_of(seq, &mut |p| {
-                    let overdue_after = if lossy.contains(&p) {
-                        0.0
-                    } else {
-                        -OVERDUE_DEVIATIONS * self.clocks.get(&p).map_or(0.0, |c| c.deviation)
-                    };
+                    let overdue_after = overdue_after
+                        .iter()
+                        .find(|&&(id, _)| id == p)
+                        .map_or(0.0, |&(_, after)| after);
                     sooner |= (!lossy_only || lossy.contains(&p))
                         && original_lands(p, seq).is_some_and(|lands| {
                             if lands > 0.0 {
