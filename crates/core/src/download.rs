@@ -954,7 +954,9 @@ impl Download {
 
     /// The earliest time [`Download::handle_timeout`] should be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut earliest = self.scheduler.poll_timeout();
+        // A scheduler's wake-up already past was for a call that has not come (no path could
+        // send since): it would fire at once, again and again.
+        let mut earliest = self.scheduler.poll_timeout().filter(|&t| t > self.now);
         let mut consider = |t: Instant| earliest = Some(earliest.map_or(t, |e: Instant| e.min(t)));
         for path in &self.paths {
             match path.state {

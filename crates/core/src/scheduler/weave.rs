@@ -64,12 +64,20 @@
 //!   once, copies capped at a small share of requests. Between paths of equal RTT the
 //!   original is usually the sooner, so the tail is cut without Pscheduler's blanket
 //!   redundancy or copies that only waste.
-//!   Before the task's tail, when everything the reorder buffer allows is in flight, only
-//!   originals on a path losing 1 % or more are copied: a request lost there holds the
-//!   buffer's cursor until the loss is detected, the buffer fills, and the other paths stall,
-//!   then refill all at once (MPRD Fig. 7(e), 2 servers under CUBIC: the CDN path idled
-//!   ~150 ms, then sent 1 100 requests into its 1 000-packet queue). Copying any original
-//!   there cost Pscheduler Fig. 5's small buffers 4-7 % of their aggregation.
+//!   Before the task's tail, when everything the reorder buffer allows is in flight, the
+//!   same holds for overdue requests, and requests not overdue yet are copied only off a
+//!   path losing 1 % or more: a request lost there holds the buffer's cursor until the loss
+//!   is detected, the buffer fills, and the other paths stall, then refill all at once (MPRD
+//!   Fig. 7(e), 2 servers under CUBIC: the CDN path idled ~150 ms, then sent 1 100 requests
+//!   into its 1 000-packet queue). Copying every original there cost Pscheduler Fig. 5's
+//!   small buffers 4-7 % of their aggregation. A path's loss rate shows nothing before its
+//!   first answers, and its first window is the burst most likely to be lost whole; the
+//!   overdue rule covers it (MPRD Fig. 8(a), 64 KB: two of the 10 %-loss edge's first ten
+//!   requests lost held the CDN at the buffer's limit for 140 ms, until the edge's RTO).
+//!   The copy rules turn true with time, not only with answers: after a call that picks
+//!   nothing, the scheduler asks to be called again when the next request it could copy
+//!   turns overdue (`Scheduler::poll_timeout`), since a path whose last requests are the
+//!   late ones sees no other event until its RTO.
 //! - **The player's next packet**: with a player attached, the packet at the in-order cursor,
 //!   overdue on the one path that holds it, is asked again on a path with room while the
 //!   player's buffer is shorter than the holder's RTO plus the copy's answer time. Lost, it
@@ -300,6 +308,9 @@ pub struct Weave {
     sharing: HashMap<(PathId, PathId), Sharing>,
     /// Pairs whose trial failed.
     separate: HashSet<(PathId, PathId)>,
+    /// When a request in flight turns overdue, after a call that picked nothing
+    /// (`Weave::next_overdue`).
+    wake: Option<Instant>,
 }
 
 /// Two paths found to wait in one queue: the sooner is kept, the other left idle.
@@ -464,13 +475,13 @@ impl Weave {
         Some(predicted.at.since_epoch().as_secs_f64() + shift - now)
     }
 
-    /// The oldest packet in flight on one path only (a path losing `LOSSY_PATH` or more, if
-    /// `lossy_only`), not copied before, whose copy on `i` would
-    /// land first: before the original's modelled answer (with its path's error terms), or,
-    /// if that answer is overdue, before the resend (`resend_lands`). Without a model of the
-    /// original (a request the scheduler did not make), before the answer of a request sent
-    /// now on the original's path. `soonest`: seconds until the soonest path's answer.
-    fn copy_candidate(&self, view: &View<'_>, at: &[f64], soonest: f64, i: usize, lossy_only: bool) -> Option<u64> {
+    /// The oldest packet in flight on one path only, not copied before, whose copy on `i`
+    /// would land first: before the original's modelled answer (with its path's error terms;
+    /// `before_tail`, only on a path losing `LOSSY_PATH` or more), or, if that answer is
+    /// overdue, before the resend (`resend_lands`). Without a model of the original (a request
+    /// the scheduler did not make), before the answer of a request sent now on the original's
+    /// path. `soonest`: seconds until the soonest path's answer.
+    fn copy_candidate(&self, view: &View<'_>, at: &[f64], soonest: f64, i: usize, before_tail: bool) -> Option<u64> {
         let me = view.paths[i].id;
         let now = view.now.since_epoch().as_secs_f64();
         let original_lands = |path: PathId, seq: u64| -> Option<f64> {
@@ -483,24 +494,8 @@ impl Weave {
             .filter(|q| q.loss_rate >= LOSSY_PATH)
             .map(|q| q.id)
             .collect();
-        if lossy_only && lossy.is_empty() {
-            // Nothing could qualify: no scan of everything in flight.
-            return None;
-        }
-        // Seconds from its modelled answer (0 or less) from which a request on each path counts
-        // as overdue: once per call, not once per request in flight.
-        let overdue_after: Vec<(PathId, f64)> = view
-            .paths
-            .iter()
-            .map(|q| {
-                let after = if q.loss_rate >= LOSSY_PATH {
-                    0.0
-                } else {
-                    -OVERDUE_DEVIATIONS * self.clocks.get(&q.id).map_or(0.0, |c| c.deviation)
-                };
-                (q.id, after)
-            })
-            .collect();
+        // Once per call, not once per request in flight.
+        let overdue_after: Vec<(PathId, f64)> = view.paths.iter().map(|q| (q.id, self.overdue_after(q))).collect();
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
@@ -510,17 +505,19 @@ impl Weave {
                         .iter()
                         .find(|&&(id, _)| id == p)
                         .map_or(0.0, |&(_, after)| after);
-                    sooner |= (!lossy_only || lossy.contains(&p))
-                        && original_lands(p, seq).is_some_and(|lands| {
-                            if lands > 0.0 {
-                                at[i] < lands
-                            } else if lands > overdue_after {
-                                false
-                            } else {
-                                self.resend_lands(view, now, p, seq, soonest)
-                                    .is_none_or(|resent| at[i] < resent)
-                            }
-                        })
+                    // Before the tail a request not overdue yet is only copied off a lossy
+                    // path: elsewhere its answer is late, not lost.
+                    let sooner_copies = !before_tail || lossy.contains(&p);
+                    sooner |= original_lands(p, seq).is_some_and(|lands| {
+                        if lands > 0.0 {
+                            sooner_copies && at[i] < lands
+                        } else if lands > overdue_after {
+                            false
+                        } else {
+                            self.resend_lands(view, now, p, seq, soonest)
+                                .is_none_or(|resent| at[i] < resent)
+                        }
+                    })
                 });
                 if sooner {
                     found = Some(seq);
@@ -530,6 +527,57 @@ impl Weave {
             true
         });
         found
+    }
+
+    /// Seconds from its modelled answer (0 or less, as `modelled_answer` counts) from which a
+    /// request on path `q` counts as overdue for a copy.
+    fn overdue_after(&self, q: &PathView) -> f64 {
+        if q.loss_rate >= LOSSY_PATH {
+            0.0
+        } else {
+            -OVERDUE_DEVIATIONS * self.clocks.get(&q.id).map_or(0.0, |c| c.deviation)
+        }
+    }
+
+    /// The next moment a request in flight on one path only and not copied turns overdue:
+    /// `copy_candidate`'s trigger once nothing is pending (each such request), and
+    /// `player_copy`'s otherwise (the packet at the cursor). When the late requests are the
+    /// last ones their path holds, no other event comes until that path's RTO.
+    fn next_overdue(&self, view: &View<'_>) -> Option<Instant> {
+        let now = view.now.since_epoch().as_secs_f64();
+        let mut earliest = f64::INFINITY;
+        let mut consider = |seq: u64, threshold: &dyn Fn(&PathView) -> f64| {
+            let mut holders = 0;
+            let mut holder = None;
+            view.in_flight.paths_of(seq, &mut |p| {
+                holders += 1;
+                holder = Some(p);
+            });
+            let Some(q) = holder.filter(|_| holders == 1).and_then(|h| view.path(h)) else {
+                return;
+            };
+            if let Some(lands) = self.modelled_answer(now, q.id, seq) {
+                let until = lands - threshold(q);
+                if until > 0.0 {
+                    earliest = earliest.min(until);
+                }
+            }
+        };
+        if view.pending.is_empty() {
+            view.scan_in_flight(&mut |seq, copies| {
+                if copies == 1 && !self.copied.contains(&seq) {
+                    consider(seq, &|q| self.overdue_after(q));
+                }
+                true
+            });
+        } else if view.player_buffer.is_some() && !self.copied.contains(&view.cursor) {
+            consider(view.cursor, &|_| 0.0);
+        }
+        // Whole microseconds past the moment: a wake that lands on it, rounded down, would
+        // find nothing overdue and ask for itself again.
+        earliest
+            .is_finite()
+            .then(|| view.now + Duration::from_micros((earliest * 1e6).ceil() as u64 + 1))
     }
 
     /// Seconds from `now` until the answer to `seq`, overdue on `path`, if nothing is copied:
@@ -673,6 +721,7 @@ impl Scheduler for Weave {
     }
 
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
+        self.wake = None;
         self.update_peaks(view);
         let pending = view.pending.len();
         let at = self.arrivals(view);
@@ -682,11 +731,14 @@ impl Scheduler for Weave {
         order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
         // Copies so far against their cap; it moves only with a pick, which ends the call.
         let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
+        // Some path with room reached the copy rules.
+        let mut could_copy = false;
         for j in order {
             let p = &view.paths[j];
             if !self.under_pipe_cap(view, p) || self.shadowed(view, &at, j) {
                 continue;
             }
+            could_copy |= may_copy;
             if may_copy {
                 if let Some(seq) = self.player_copy(view, &at, j) {
                     self.copied.insert(seq);
@@ -723,7 +775,14 @@ impl Scheduler for Weave {
                 }
             }
         }
+        if could_copy {
+            self.wake = self.next_overdue(view);
+        }
         None
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.wake
     }
 
     fn on_event(&mut self, now: Instant, event: &SchedEvent) {
@@ -1114,17 +1173,18 @@ mod tests {
         );
     }
 
-    /// The reorder buffer allows one packet of a 100-packet task; it went to path 1 (loss rate
-    /// `loss`) at 0 ms, and its answer is overdue at 20 ms: does path 0 copy it?
-    fn copies_an_overdue_packet_before_the_task_tail(loss: f64) -> Option<Pick> {
-        let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 10, 10, 0))], 0..1);
+    /// The reorder buffer allows one packet of a 100-packet task; it went to the 40 ms path 1
+    /// (loss rate `loss`) at 0 ms, its answer due at 40 ms: does the 10 ms path 0 copy it at
+    /// `now_ms`?
+    fn copies_a_packet_before_the_task_tail(loss: f64, now_ms: u64) -> Option<Pick> {
+        let mut f = Fixture::new(vec![measured(path(1, 40, 10, 0))], 0..1);
         f.task_end = 100;
-        f.path_mut(0).can_send = false;
         let mut w = Weave::default();
         assert_eq!(seqs_of(&f.run(&mut w)), vec![0]);
-        f.path_mut(0).can_send = true;
+        // Path 0 comes up once the packet is in flight.
+        f.paths.insert(0, measured(path(0, 10, 10, 0)));
         f.path_mut(1).loss_rate = loss;
-        f.now = Instant::from_nanos(20_000_000);
+        f.now = Instant::from_nanos(now_ms * 1_000_000);
         w.next(&f.view())
     }
 
@@ -1219,17 +1279,50 @@ mod tests {
     }
 
     #[test]
-    fn a_full_buffer_copies_only_what_a_lossy_path_holds() {
-        // The lost request of a lossy path holds the buffer's cursor: copy it. On a path that
-        // loses nothing the answer is late, not lost, and a copy would only take rate.
+    fn a_full_buffer_copies_what_a_lossy_path_holds_and_what_is_overdue() {
+        // The lost request of a lossy path holds the buffer's cursor: copy it, due or not. On
+        // a path that loses nothing a request not due yet is late, not lost: no copy. Overdue
+        // (3 deviations past its answer), it is copied if the copy lands before the resend.
+        let copy = Some(Pick {
+            path: PathId(0),
+            seq: 0,
+        });
+        assert_eq!(copies_a_packet_before_the_task_tail(0.05, 5), copy);
+        assert_eq!(copies_a_packet_before_the_task_tail(0.0, 5), None);
+        // Alone in flight on path 1 (RTO 120 ms), it is found lost at 120 ms and its resend
+        // lands at 130 ms; path 0's copy at 50 ms lands at 60 ms.
+        assert_eq!(copies_a_packet_before_the_task_tail(0.0, 50), copy);
+    }
+
+    #[test]
+    fn a_call_that_picks_nothing_asks_to_be_called_when_a_request_turns_overdue() {
+        // The buffer allows one packet; it went to path 1 at 0 ms, due at 10 ms. At 5 ms
+        // nothing is copied and the scheduler asks for a call just past 10 ms (no answer would
+        // come before path 1's RTO at 30 ms); then it copies.
+        let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 10, 10, 0))], 0..1);
+        f.task_end = 100;
+        f.path_mut(0).can_send = false;
+        let mut w = Weave::default();
+        assert_eq!(seqs_of(&f.run(&mut w)), vec![0]);
+        f.path_mut(0).can_send = true;
+        f.now = Instant::from_nanos(5_000_000);
+        assert_eq!(w.next(&f.view()), None);
+        let wake = w.poll_timeout().expect("a wake-up");
+        assert!(
+            wake > Instant::from_nanos(10_000_000) && wake < Instant::from_nanos(10_100_000),
+            "{wake:?}"
+        );
+        f.now = wake;
         assert_eq!(
-            copies_an_overdue_packet_before_the_task_tail(0.05),
+            w.next(&f.view()),
             Some(Pick {
                 path: PathId(0),
                 seq: 0
             })
         );
-        assert_eq!(copies_an_overdue_packet_before_the_task_tail(0.0), None);
+        // Copied: nothing more turns overdue, no wake-up.
+        assert_eq!(w.next(&f.view()), None);
+        assert_eq!(w.poll_timeout(), None);
     }
 
     #[test]
