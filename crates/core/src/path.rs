@@ -226,6 +226,8 @@ pub(crate) struct Path {
     pub outbox_first_pn: u64,
     /// Earliest time pacing lets the next request go.
     pub next_send: Instant,
+    /// Time a late wake-up may make up with back-to-back requests (`DownloadConfig::pacing_slack`).
+    pub pacing_slack: Duration,
     pub delivered_bytes: u64,
     pub delivered_time: Instant,
     /// Retransmission timeouts since the path last sent data; while non-zero the path is in
@@ -291,6 +293,7 @@ impl Path {
             outbox: Vec::new(),
             outbox_first_pn: 0,
             next_send: now,
+            pacing_slack: Duration::ZERO,
             delivered_bytes: 0,
             delivered_time: now,
             consecutive_timeouts: 0,
@@ -462,9 +465,11 @@ impl Path {
         self.cc.on_request_sent(now, bytes, self.in_flight_bytes);
         self.refresh_cwnd();
         if let Some(rate) = self.cc.pacing_rate().filter(|&r| r > 0) {
-            // Spacing starts from now when the path was idle, so an idle path earns no burst.
+            // Spacing starts from now when the path was idle, so an idle path earns no burst
+            // beyond the slack; within the slack, a send that comes late (a timer that fired
+            // late) leaves the schedule where it was, and the next requests catch up on it.
             let gap = Duration::from_nanos(bytes.saturating_mul(1_000_000_000) / rate);
-            self.next_send = self.next_send.max(now) + gap;
+            self.next_send = self.next_send.max(now - self.pacing_slack) + gap;
         }
         pn
     }

@@ -484,7 +484,9 @@ fn a_path_the_time_threshold_empties_in_timeout_recovery_is_probed() {
     // The first timeout of a series leaves the requests younger than one RTO in flight, and
     // the path takes no new ones; if the loss time threshold then loses those, nothing is in
     // flight and no timer would fire again: the path must be probed at once.
-    let config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    let mut config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    // Strict spacing: each 5 ms tick lets out one request, not a tick's worth of lost time.
+    config.pacing_slack = Duration::ZERO;
     let mut d = Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap();
     let weft = cc::by_name("weft").unwrap().build(Instant::ZERO, 1400);
     let p = d.add_path(Instant::ZERO, ServerInfo::default(), weft);
@@ -536,4 +538,34 @@ fn a_path_the_time_threshold_empties_in_timeout_recovery_is_probed() {
     // nothing, and a timer for it.
     assert_eq!(requested(&transmits(&mut d, loss)), vec![newest]);
     assert!(d.poll_timeout().is_some(), "the probe's timer is armed");
+}
+
+/// Requests a weft path sends once its RTT is known (at 40 ms, when its pacer last let one
+/// out at 20 ms), then at 43 ms, 2.5 ms after its pacer's next tick, with `slack` of lost time
+/// it may make up.
+fn paced_requests_after_a_late_wake(slack: Duration) -> (usize, usize) {
+    let mut config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    config.pacing_slack = slack;
+    let mut d = Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap();
+    let weft = cc::by_name("weft").unwrap().build(Instant::ZERO, 1400);
+    let p = d.add_path(Instant::ZERO, ServerInfo::default(), weft);
+    let conn_id = conn_id_of_hello(&transmits(&mut d, Instant::ZERO)[0].1);
+    d.handle_datagram(ms(20), p, &welcome(conn_id, LONG * u64::from(PACKET), 1400));
+    // The initial window goes out unpaced; its answers 20 ms later give the RTT.
+    let first = requested(&transmits(&mut d, ms(20)));
+    for &seq in &first {
+        d.handle_datagram(ms(40), p, &long_data(conn_id, seq));
+    }
+    let at_40 = requested(&transmits(&mut d, ms(40))).len();
+    (at_40, requested(&transmits(&mut d, ms(43))).len())
+}
+
+#[test]
+fn a_paced_path_woken_late_makes_up_the_lost_time_within_the_slack() {
+    // Slow start paces at 2 × window ÷ sRTT: 2 × 20 packets per 20 ms, one per 0.5 ms.
+    // Without slack, one request per wake-up, however late. With 1 ms, a wake-up sends what
+    // the last millisecond owed: at 40 ms the path idle since 20 ms earns 1 ms, not 20 (3
+    // requests); at 43 ms, due since 40.5 ms, it sends 3 again and 1.5 ms stay lost.
+    assert_eq!(paced_requests_after_a_late_wake(Duration::ZERO), (1, 1));
+    assert_eq!(paced_requests_after_a_late_wake(Duration::from_millis(1)), (3, 3));
 }

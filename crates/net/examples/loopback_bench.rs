@@ -32,6 +32,14 @@ fn options() -> anyhow::Result<Options> {
             "--servers" => o.servers = value()?.parse().context("--servers: expected a count")?,
             "--scheduler" => o.scheduler = value()?,
             "--cc" => o.cc = value()?,
+            "-h" | "--help" => {
+                println!(
+                    "loopback_bench [--size 200MB] [--servers 4] [--scheduler default] [--cc default]\n\
+                     Fetches --size from --servers unshaped servers on 127.0.0.1 in this process and\n\
+                     prints goodput, the wall-clock rate and CPU seconds per GB (docs/benchmarks.md)."
+                );
+                std::process::exit(0);
+            }
             other => anyhow::bail!("unknown argument {other}; expected --size, --servers, --scheduler or --cc"),
         }
     }

@@ -153,6 +153,8 @@ impl WorldSpec {
         config.reorder_buffer = self.reorder_buffer;
         config.keep_data = false;
         config.seed = seed;
+        // The simulated clock wakes every node exactly when it asked: no late timer to make up.
+        config.pacing_slack = Duration::ZERO;
         if let Some(size) = self.task_size.filter(|&s| s > 0 && s < self.content_length) {
             config.tasks = (0..self.content_length.div_ceil(size))
                 .map(|i| i * size..((i + 1) * size).min(self.content_length))
