@@ -41,6 +41,13 @@ struct CoreArgs {
     /// Keep and verify every delivered byte (as `pcdn fetch` does) instead of counting them.
     #[arg(long)]
     verify: bool,
+    /// Scheduler (`pcdn sim --list`); minRTT by default, the cheapest decision, so the figure
+    /// is the rest of the core's cost.
+    #[arg(long, default_value = "minrtt")]
+    scheduler: String,
+    /// Congestion control (`pcdn sim --list`).
+    #[arg(long, default_value = "cubic")]
+    cc: String,
     /// Print one JSON object per run instead of text.
     #[arg(long)]
     json: bool,
@@ -58,14 +65,26 @@ fn core(args: &CoreArgs) -> anyhow::Result<()> {
     if args.paths == 0 {
         bail!("--paths must be at least 1");
     }
+    let Some(factory) = cc::by_name(&args.cc) else {
+        bail!(
+            "--cc: no congestion control named {:?} (`pcdn sim --list` lists them)",
+            args.cc
+        );
+    };
+    if scheduler::by_name(&args.scheduler, 1).is_none() {
+        bail!(
+            "--scheduler: no scheduler named {:?} (`pcdn sim --list` lists them)",
+            args.scheduler
+        );
+    }
     let mut best = 0.0f64;
     for run in 1..=args.runs {
         let mut config = DownloadConfig::new(Default::default(), length, args.packet_size);
         config.keep_data = args.verify;
         let mut pair = DirectPair::new(
             config,
-            scheduler::by_name("minrtt", 1).expect("registered"),
-            cc::by_name("cubic").expect("registered").as_ref(),
+            scheduler::by_name(&args.scheduler, 1).expect("checked above"),
+            factory.as_ref(),
             args.paths,
         );
         let start = ProcessTime::now();
@@ -82,6 +101,7 @@ fn core(args: &CoreArgs) -> anyhow::Result<()> {
             println!(
                 "{}",
                 serde_json::json!({"target": "core", "run": run, "paths": args.paths, "bytes": length,
+                    "scheduler": args.scheduler, "cc": args.cc,
                     "packet_size": args.packet_size, "verify": args.verify, "packets": packets,
                     "cpu_s": cpu, "packets_per_cpu_s": rate})
             );

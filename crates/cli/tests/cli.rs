@@ -58,3 +58,34 @@ fn the_core_bench_runs_and_reports() {
     assert_eq!(v["packets"], 2_000_000u64.div_ceil(1400));
     assert!(v["packets_per_cpu_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn the_core_bench_takes_a_scheduler_and_a_control_and_names_a_wrong_one() {
+    let out = pcdn()
+        .args([
+            "bench",
+            "core",
+            "--size",
+            "2M",
+            "--runs",
+            "1",
+            "--json",
+            "--scheduler",
+            "weave",
+            "--cc",
+            "weft",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["scheduler"].as_str(), v["cc"].as_str()),
+        (Some("weave"), Some("weft"))
+    );
+    assert_eq!(v["packets"], 2_000_000u64.div_ceil(1400));
+    let out = pcdn().args(["bench", "core", "--scheduler", "nope"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--scheduler") && err.contains("nope"), "{err}");
+}
