@@ -104,6 +104,14 @@ use crate::path::PathId;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+
+/// Maps keyed by path ids and sequence numbers: ours, not an attacker's, so a fast hash
+/// (`ahash`, fixed keys) rather than SipHash, which took 18 % of `pcdn bench core --scheduler
+/// weave`'s samples (1.13 → 1.70 M packets per CPU second with `ahash`). Nothing iterates them
+/// in an order that could reach a decision.
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
+type FastSet<T> = HashSet<T, BuildHasherDefault<ahash::AHasher>>;
 
 /// Most copies as a share of requests, plus an allowance for short downloads. 4 % keeps the
 /// duplicates under a 5 % waste budget once a download passes 3 200 requests (the allowance's
@@ -296,18 +304,18 @@ impl PathClock {
 
 #[derive(Debug, Default)]
 pub struct Weave {
-    copied: HashSet<u64>,
+    copied: FastSet<u64>,
     requests: u64,
     copies: u64,
-    clocks: HashMap<PathId, PathClock>,
+    clocks: FastMap<PathId, PathClock>,
     /// Modelled answer of each request in flight.
-    predicted: HashMap<(PathId, u64), Prediction>,
+    predicted: FastMap<(PathId, u64), Prediction>,
     /// Coherence of the paths' queueing delays.
     queues: SharedBottleneck,
     /// Pairs (smaller id first) taken, or on trial, to share a queue.
-    sharing: HashMap<(PathId, PathId), Sharing>,
+    sharing: FastMap<(PathId, PathId), Sharing>,
     /// Pairs whose trial failed.
-    separate: HashSet<(PathId, PathId)>,
+    separate: FastSet<(PathId, PathId)>,
     /// When a request in flight turns overdue, after a call that picked nothing
     /// (`Weave::next_overdue`).
     wake: Option<Instant>,
