@@ -187,6 +187,17 @@ fn unqueued_answer(p: &PathView) -> f64 {
     (p.min_rtt + p.expected_time.saturating_sub(p.srtt)).as_secs_f64()
 }
 
+/// The one path `seq` is in flight on, if exactly one.
+fn sole_holder(view: &View<'_>, seq: u64) -> Option<PathId> {
+    let mut holders = 0;
+    let mut holder = None;
+    view.in_flight.paths_of(seq, &mut |p| {
+        holders += 1;
+        holder = Some(p);
+    });
+    holder.filter(|_| holders == 1)
+}
+
 /// The smaller of two optional values.
 fn min_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -555,13 +566,7 @@ impl Weave {
         let now = view.now.since_epoch().as_secs_f64();
         let mut earliest = f64::INFINITY;
         let mut consider = |seq: u64, threshold: &dyn Fn(&PathView) -> f64| {
-            let mut holders = 0;
-            let mut holder = None;
-            view.in_flight.paths_of(seq, &mut |p| {
-                holders += 1;
-                holder = Some(p);
-            });
-            let Some(q) = holder.filter(|_| holders == 1).and_then(|h| view.path(h)) else {
+            let Some(q) = sole_holder(view, seq).and_then(|h| view.path(h)) else {
                 return;
             };
             if let Some(lands) = self.modelled_answer(now, q.id, seq) {
@@ -626,13 +631,7 @@ impl Weave {
         if self.copied.contains(&seq) {
             return None;
         }
-        let mut holders = 0;
-        let mut holder = None;
-        view.in_flight.paths_of(seq, &mut |p| {
-            holders += 1;
-            holder = Some(p);
-        });
-        let holder = holder.filter(|&h| holders == 1 && h != me)?;
+        let holder = sole_holder(view, seq).filter(|&h| h != me)?;
         let overdue = self.modelled_answer(view.now.since_epoch().as_secs_f64(), holder, seq)? <= 0.0;
         let rto = view.path(holder)?.rto.as_secs_f64();
         (overdue && buffer < rto + at[i]).then_some(seq)
