@@ -330,6 +330,20 @@ pub struct Weave {
     /// When a request in flight turns overdue, after a call that picked nothing
     /// (`Weave::next_overdue`).
     wake: Option<Instant>,
+    /// The per-path values of the call under way (`PerCall`).
+    call: PerCall,
+}
+
+/// What one `next()` call reads of each path, computed once per call rather than once per
+/// use (each path's Eq. 7 offset and drain time read every sooner path's rate): the arrival
+/// clock, the path's rate, and the rate it counts at in a later path's offset; and the paths
+/// that may send, soonest first. Kept between calls so that a call allocates nothing.
+#[derive(Debug, Default)]
+struct PerCall {
+    at: Vec<f64>,
+    rate: Vec<f64>,
+    sooner: Vec<f64>,
+    order: Vec<usize>,
 }
 
 /// Two paths found to wait in one queue: the sooner is kept, the other left idle.
@@ -387,8 +401,7 @@ impl Weave {
     /// the rate of the last round trip's answers if higher. The delivery rate is measured over
     /// a window of answers and lags a rising rate (a rate-based control such as Vivace ramping
     /// up), and a clock spaced by a lagging rate predicts a queue that is not there.
-    fn rate(&self, view: &View<'_>, p: &PathView) -> f64 {
-        let state = self.clocks.get(&p.id);
+    fn rate(state: Option<&PathClock>, view: &View<'_>, p: &PathView) -> f64 {
         let bytes = match state.and_then(|c| c.peak.get()) {
             Some(peak) => peak,
             None => p.throughput(view.packet_size),
@@ -397,63 +410,70 @@ impl Weave {
         (bytes / view.packet_size as f64).max(answered)
     }
 
-    /// Packets per second path `p` delivers while a later path's answer is on its way: its
-    /// rate, or, when its control has cut a full window to a `WINDOW_CUT`th or less of its
-    /// pipe and of its own peak over the last round trips, one window per minimum RTT. A
-    /// window held at 4 packets for 200 ms by BBR's ProbeRTT, or at 1 after an RTO, keeps the
-    /// rate measured before it for 10 round trips, and the later paths would wait for packets
-    /// it cannot carry (Pscheduler Fig. 5, 64 kB under BBR). A window small all along (a
-    /// coupled control on a lossy path) is its rate already.
-    fn sooner_rate(&self, view: &View<'_>, p: &PathView) -> f64 {
-        let rate = self.rate(view, p);
+    /// Packets per second path `p`, delivering `rate`, delivers while a later path's answer
+    /// is on its way: its rate, or, when its control has cut a full window to a `WINDOW_CUT`th
+    /// or less of its pipe and of its own peak over the last round trips, one window per
+    /// minimum RTT. A window held at 4 packets for 200 ms by BBR's ProbeRTT, or at 1 after an
+    /// RTO, keeps the rate measured before it for 10 round trips, and the later paths would
+    /// wait for packets it cannot carry (Pscheduler Fig. 5, 64 kB under BBR). A window small
+    /// all along (a coupled control on a lossy path) is its rate already.
+    fn sooner_rate(state: Option<&PathClock>, rate: f64, p: &PathView) -> f64 {
         let min_rtt = p.min_rtt.as_secs_f64();
         let window = p.cwnd as f64;
-        let window_peak = self.clocks.get(&p.id).and_then(|c| c.window_peak.get()).unwrap_or(0);
+        let window_peak = state.and_then(|c| c.window_peak.get()).unwrap_or(0);
         let cut = p.room() == 0 && WINDOW_CUT as f64 * window < rate * min_rtt && p.cwnd * WINDOW_CUT <= window_peak;
         if cut && min_rtt > 0.0 { window / min_rtt } else { rate }
     }
 
-    /// Seconds from now until the answer to a request sent now on each path.
-    fn arrivals(&self, view: &View<'_>) -> Vec<f64> {
+    /// Fills `call` for `view`: each path's rates and the seconds from now until the answer
+    /// to a request sent now on it, and the paths that may send, soonest answer first.
+    fn per_call(&self, view: &View<'_>, call: &mut PerCall) {
         let now = view.now.since_epoch().as_secs_f64();
-        view.paths
-            .iter()
-            .map(|p| {
-                let base = unqueued_answer(p);
-                match self.clocks.get(&p.id) {
-                    Some(state @ PathClock { clock: Some(clock), .. }) if state.peak.get().is_some() => {
-                        let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / self.rate(view, p));
-                        // No answer comes before the minimum RTT, whatever the error says.
-                        (model + state.shift()).max(p.min_rtt.as_secs_f64())
-                    }
-                    // No rate measured yet: Eq. 6 as Pscheduler has it.
-                    _ => p.expected_time.as_secs_f64(),
+        call.at.clear();
+        call.rate.clear();
+        call.sooner.clear();
+        for p in view.paths {
+            let state = self.clocks.get(&p.id);
+            let rate = Self::rate(state, view, p);
+            let base = unqueued_answer(p);
+            let at = match state {
+                Some(state @ PathClock { clock: Some(clock), .. }) if state.peak.get().is_some() => {
+                    let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / rate);
+                    // No answer comes before the minimum RTT, whatever the error says.
+                    (model + state.shift()).max(p.min_rtt.as_secs_f64())
                 }
-            })
-            .collect()
+                // No rate measured yet: Eq. 6 as Pscheduler has it.
+                _ => p.expected_time.as_secs_f64(),
+            };
+            call.at.push(at);
+            call.rate.push(rate);
+            call.sooner.push(Self::sooner_rate(state, rate, p));
+        }
+        let at = &call.at;
+        call.order.clear();
+        call.order
+            .extend((0..view.paths.len()).filter(|&j| view.paths[j].can_send));
+        call.order
+            .sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
     }
 
     /// Eq. 7 on arrival clocks: packets the paths answering sooner deliver first.
-    fn offset(&self, view: &View<'_>, at: &[f64], i: usize) -> u64 {
-        let packets: f64 = view
-            .paths
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i && at[j] < at[i])
-            .map(|(j, p)| (at[i] - at[j]) * self.sooner_rate(view, p))
+    fn offset(call: &PerCall, i: usize) -> u64 {
+        let at = &call.at;
+        let packets: f64 = (0..at.len())
+            .filter(|&j| j != i && at[j] < at[i])
+            .map(|j| (at[i] - at[j]) * call.sooner[j])
             .sum();
         // The clocks pass through nanoseconds: a whole number of packets must not floor to one less.
         (packets + 1e-6).floor() as u64
     }
 
     /// Seconds until the paths answering sooner than `i` have drained `pending` packets.
-    fn drain_time(&self, view: &View<'_>, at: &[f64], i: usize, pending: u64) -> Option<f64> {
-        let rate: f64 = view
-            .paths
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i && at[j] < at[i])
-            .map(|(_, p)| self.sooner_rate(view, p))
+    fn drain_time(call: &PerCall, i: usize, pending: u64) -> Option<f64> {
+        let at = &call.at;
+        let rate: f64 = (0..at.len())
+            .filter(|&j| j != i && at[j] < at[i])
+            .map(|j| call.sooner[j])
             .sum();
         (rate > 0.0).then(|| pending as f64 / rate)
     }
@@ -462,12 +482,12 @@ impl Weave {
     /// would reach the limit within `BUFFER_SLACK_DEVIATIONS` of `i`'s answer deviations: an
     /// answer that late holds the cursor while they stall at the limit. Only where the buffer,
     /// not the task, ends the queue (at a task's tail, the end of the queue rule decides).
-    fn near_the_buffer_limit(&self, view: &View<'_>, at: &[f64], i: usize, seq: u64) -> bool {
+    fn near_the_buffer_limit(&self, view: &View<'_>, call: &PerCall, i: usize, seq: u64) -> bool {
         if view.reorder_limit >= view.task_end {
             return false;
         }
         let deviation = self.clocks.get(&view.paths[i].id).map_or(0.0, |c| c.deviation);
-        self.drain_time(view, at, i, view.reorder_limit.saturating_sub(seq))
+        Self::drain_time(call, i, view.reorder_limit.saturating_sub(seq))
             .is_some_and(|slack| slack < BUFFER_SLACK_DEVIATIONS * deviation)
     }
 
@@ -638,7 +658,8 @@ impl Weave {
     }
 
     /// Path `i` waits in the queue of a path kept in its place (see the module's doc).
-    fn shadowed(&mut self, view: &View<'_>, at: &[f64], i: usize) -> bool {
+    fn shadowed(&mut self, view: &View<'_>, call: &PerCall, i: usize) -> bool {
+        let at = &call.at;
         let me = &view.paths[i];
         let answered = |p: &PathView| self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
         for (j, kept) in view.paths.iter().enumerate() {
@@ -669,21 +690,23 @@ impl Weave {
                 None => {
                     let later =
                         at[j] <= at[i] && me.min_rtt.as_secs_f64() >= SHARED_RTT_RATIO * kept.min_rtt.as_secs_f64();
-                    let coherent = self
-                        .queues
-                        .coherence(me.id, kept.id)
-                        .is_some_and(|c| c >= SHARED_COHERENCE)
-                        && self
-                            .queues
-                            .deviations(me.id, kept.id)
-                            .is_some_and(|(a, b)| a.min(b) >= SHARED_QUEUE_FLOOR);
+                    // Evaluated last: most pairs fail a cheaper test first.
+                    let coherent = || {
+                        self.queues
+                            .coherence(me.id, kept.id)
+                            .is_some_and(|c| c >= SHARED_COHERENCE)
+                            && self
+                                .queues
+                                .deviations(me.id, kept.id)
+                                .is_some_and(|(a, b)| a.min(b) >= SHARED_QUEUE_FLOOR)
+                    };
                     // The two carry no more than the kept path has carried alone (half of
                     // this path's rate is the margin), this path carries enough of it for the
                     // trial to measure, and there is work to carry.
                     let (mine, theirs) = (answered(me), answered(kept));
-                    let no_gain = theirs + 0.5 * mine <= self.rate(view, kept);
+                    let no_gain = theirs + 0.5 * mine <= call.rate[j];
                     let measurable = theirs > 0.0 && mine > 0.0 && mine >= SHARED_MIN_SHARE * (mine + theirs);
-                    if later && coherent && no_gain && measurable && !view.pending.is_empty() {
+                    if later && no_gain && measurable && !view.pending.is_empty() && coherent() {
                         self.sharing.insert(
                             pair,
                             Sharing::Trial {
@@ -720,6 +743,61 @@ impl Weave {
         );
         Some(Pick { path, seq })
     }
+
+    /// The decision of one `next()` call, on the per-path values of `call`.
+    fn choose(&mut self, view: &View<'_>, call: &PerCall) -> Option<Pick> {
+        let pending = view.pending.len();
+        let soonest = call.at.iter().copied().fold(f64::INFINITY, f64::min);
+        // Copies so far against their cap; it moves only with a pick, which ends the call.
+        let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
+        // Some path with room reached the copy rules.
+        let mut could_copy = false;
+        // Soonest answer first: it takes the head of the queue, the others their offsets.
+        for &j in &call.order {
+            let p = &view.paths[j];
+            if !self.under_pipe_cap(view, p) || self.shadowed(view, call, j) {
+                continue;
+            }
+            could_copy |= may_copy;
+            if may_copy {
+                if let Some(seq) = self.player_copy(view, &call.at, j) {
+                    self.copied.insert(seq);
+                    self.copies += 1;
+                    return self.pick(view.now, p, seq, call.at[j]);
+                }
+            }
+            let k = Self::offset(call, j);
+            if k < pending {
+                let seq = view.pending.nth(k)?;
+                if k > 0 && self.near_the_buffer_limit(view, call, j, seq) {
+                    continue;
+                }
+                return self.pick(view.now, p, seq, call.at[j]);
+            }
+            if pending > 0 {
+                // The queue ends (the task's tail, or the reorder buffer's limit) before this
+                // path's turn: the last packet, if it lands before the sooner paths get to it.
+                let theirs = Self::drain_time(call, j, pending).map_or(f64::INFINITY, |d| d + soonest);
+                if call.at[j] < theirs {
+                    let seq = view.pending.nth(pending - 1)?;
+                    return self.pick(view.now, p, seq, call.at[j]);
+                }
+                continue;
+            }
+            let at_task_tail = view.reorder_limit >= view.task_end;
+            if may_copy {
+                if let Some(seq) = self.copy_candidate(view, &call.at, soonest, j, !at_task_tail) {
+                    self.copied.insert(seq);
+                    self.copies += 1;
+                    return self.pick(view.now, p, seq, call.at[j]);
+                }
+            }
+        }
+        if could_copy {
+            self.wake = self.next_overdue(view);
+        }
+        None
+    }
 }
 
 impl Scheduler for Weave {
@@ -730,62 +808,11 @@ impl Scheduler for Weave {
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
         self.wake = None;
         self.update_peaks(view);
-        let pending = view.pending.len();
-        let at = self.arrivals(view);
-        let soonest = at.iter().copied().fold(f64::INFINITY, f64::min);
-        // Soonest answer first: it takes the head of the queue, the others their offsets.
-        let mut order: Vec<usize> = (0..view.paths.len()).filter(|&j| view.paths[j].can_send).collect();
-        order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
-        // Copies so far against their cap; it moves only with a pick, which ends the call.
-        let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
-        // Some path with room reached the copy rules.
-        let mut could_copy = false;
-        for j in order {
-            let p = &view.paths[j];
-            if !self.under_pipe_cap(view, p) || self.shadowed(view, &at, j) {
-                continue;
-            }
-            could_copy |= may_copy;
-            if may_copy {
-                if let Some(seq) = self.player_copy(view, &at, j) {
-                    self.copied.insert(seq);
-                    self.copies += 1;
-                    return self.pick(view.now, p, seq, at[j]);
-                }
-            }
-            let k = self.offset(view, &at, j);
-            if k < pending {
-                let seq = view.pending.nth(k)?;
-                if k > 0 && self.near_the_buffer_limit(view, &at, j, seq) {
-                    continue;
-                }
-                return self.pick(view.now, p, seq, at[j]);
-            }
-            if pending > 0 {
-                // The queue ends (the task's tail, or the reorder buffer's limit) before this
-                // path's turn: the last packet, if it lands before the sooner paths get to it.
-                let theirs = self
-                    .drain_time(view, &at, j, pending)
-                    .map_or(f64::INFINITY, |d| d + soonest);
-                if at[j] < theirs {
-                    let seq = view.pending.nth(pending - 1)?;
-                    return self.pick(view.now, p, seq, at[j]);
-                }
-                continue;
-            }
-            let at_task_tail = view.reorder_limit >= view.task_end;
-            if may_copy {
-                if let Some(seq) = self.copy_candidate(view, &at, soonest, j, !at_task_tail) {
-                    self.copied.insert(seq);
-                    self.copies += 1;
-                    return self.pick(view.now, p, seq, at[j]);
-                }
-            }
-        }
-        if could_copy {
-            self.wake = self.next_overdue(view);
-        }
-        None
+        let mut call = std::mem::take(&mut self.call);
+        self.per_call(view, &mut call);
+        let pick = self.choose(view, &call);
+        self.call = call;
+        pick
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
