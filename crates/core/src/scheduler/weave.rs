@@ -103,7 +103,8 @@ use crate::estimate::{SharedBottleneck, WindowedMax};
 use crate::path::PathId;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 
 /// Maps keyed by path ids and sequence numbers: ours, not an attacker's, so a fast hash
@@ -230,6 +231,10 @@ struct PathClock {
     last_round_rate: Option<f64>,
     /// Smallest RTT sample (seconds): the queueing delay is measured above it.
     least_rtt: Option<f64>,
+    /// The modelled answers of the path's requests, earliest on top, with the requests'
+    /// sequence numbers; entries no longer in `Weave::predicted` are dropped when they reach
+    /// the top (`Weave::earliest_answer`).
+    answers: BinaryHeap<Reverse<(Instant, u64)>>,
 }
 
 /// One round trip of a path's answers: it lasts its smallest RTT sample.
@@ -568,6 +573,40 @@ impl Weave {
         found
     }
 
+    /// The earliest modelled answer (before the error terms) of the requests the scheduler
+    /// made on `path` that are still in flight; drops the entries of answered and lost
+    /// requests it finds on top, so the heap holds about what is in flight.
+    fn earliest_answer(&mut self, path: PathId) -> Option<Instant> {
+        let state = self.clocks.get_mut(&path)?;
+        while let Some(&Reverse((at, seq))) = state.answers.peek() {
+            if self.predicted.get(&(path, seq)).is_some_and(|p| p.at == at) {
+                return Some(at);
+            }
+            state.answers.pop();
+        }
+        None
+    }
+
+    /// Before the task's tail, whether `copy_candidate` could find anything: a path losing
+    /// `LOSSY_PATH` or more, a path whose arrival clock reads zero (a request without a
+    /// model is taken to land then), or a request overdue on its path. Otherwise no request
+    /// qualifies, and the scan of everything in flight is skipped: at the reorder buffer's
+    /// limit it ran on every call, over thousands of requests on a fast path.
+    fn may_copy_before_tail(&mut self, view: &View<'_>, call: &PerCall) -> bool {
+        if view.paths.iter().any(|q| q.loss_rate >= LOSSY_PATH) || call.at.iter().any(|&at| at <= 0.0) {
+            return true;
+        }
+        let now = view.now.since_epoch().as_secs_f64();
+        view.paths.iter().any(|q| {
+            let Some(earliest) = self.earliest_answer(q.id) else {
+                return false;
+            };
+            // `modelled_answer`'s arithmetic, on the earliest answer: the others are later.
+            let shift = self.clocks.get(&q.id).map_or(0.0, PathClock::shift);
+            earliest.since_epoch().as_secs_f64() + shift - now <= self.overdue_after(q)
+        })
+    }
+
     /// Seconds from its modelled answer (0 or less, as `modelled_answer` counts) from which a
     /// request on path `q` counts as overdue for a copy.
     fn overdue_after(&self, q: &PathView) -> f64 {
@@ -732,6 +771,7 @@ impl Weave {
         let model = (arrival - state.shift()).max(0.0);
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
+        state.answers.push(Reverse((raw, seq)));
         let queued = (model - unqueued_answer(p)).max(0.0);
         self.predicted.insert(
             (path, seq),
@@ -752,6 +792,8 @@ impl Weave {
         let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
         // Some path with room reached the copy rules.
         let mut could_copy = false;
+        // Whether a copy before the task's tail is possible at all, once asked.
+        let mut before_tail = None;
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         for &j in &call.order {
             let p = &view.paths[j];
@@ -785,7 +827,7 @@ impl Weave {
                 continue;
             }
             let at_task_tail = view.reorder_limit >= view.task_end;
-            if may_copy {
+            if may_copy && (at_task_tail || *before_tail.get_or_insert_with(|| self.may_copy_before_tail(view, call))) {
                 if let Some(seq) = self.copy_candidate(view, &call.at, soonest, j, !at_task_tail) {
                     self.copied.insert(seq);
                     self.copies += 1;
@@ -836,9 +878,11 @@ impl Scheduler for Weave {
                 if let Some(predicted) = predicted {
                     state.on_error(now.since_epoch().as_secs_f64() - predicted.at.since_epoch().as_secs_f64());
                 }
+                self.earliest_answer(path);
             }
             SchedEvent::Lost { path, seq } => {
                 self.predicted.remove(&(path, seq));
+                self.earliest_answer(path);
             }
             SchedEvent::PathRemoved(path) => {
                 self.clocks.remove(&path);
@@ -1326,6 +1370,37 @@ mod tests {
         // Alone in flight on path 1 (RTO 120 ms), it is found lost at 120 ms and its resend
         // lands at 130 ms; path 0's copy at 50 ms lands at 60 ms.
         assert_eq!(copies_a_packet_before_the_task_tail(0.0, 50), copy);
+    }
+
+    #[test]
+    fn a_full_buffer_skips_the_scan_for_copies_until_a_request_can_be_copied() {
+        // One packet allowed, in flight on path 1 since 0 ms, due at 10 ms: before then no
+        // request qualifies on a path that loses nothing, so nothing in flight is scanned.
+        let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 10, 10, 0))], 0..1);
+        f.task_end = 100;
+        f.path_mut(0).can_send = false;
+        let mut w = Weave::default();
+        assert_eq!(seqs_of(&f.run(&mut w)), vec![0]);
+        f.path_mut(0).can_send = true;
+        let may_copy = |w: &mut Weave, f: &Fixture| {
+            let view = f.view();
+            let mut call = PerCall::default();
+            w.per_call(&view, &mut call);
+            w.may_copy_before_tail(&view, &call)
+        };
+        f.now = Instant::from_nanos(5_000_000);
+        assert!(!may_copy(&mut w, &f));
+        // Overdue: the scan runs, and finds it.
+        f.now = Instant::from_nanos(11_000_000);
+        assert!(may_copy(&mut w, &f));
+        // On a lossy path a request may be copied before it is due.
+        f.now = Instant::from_nanos(5_000_000);
+        f.path_mut(1).loss_rate = 0.05;
+        assert!(may_copy(&mut w, &f));
+        // Answered, the request leaves the model: nothing to copy again.
+        f.path_mut(1).loss_rate = 0.0;
+        w.on_event(f.now, &answer(1, 0, 5));
+        assert_eq!(w.earliest_answer(PathId(1)), None);
     }
 
     #[test]
