@@ -1372,16 +1372,23 @@ mod tests {
         assert_eq!(copies_a_packet_before_the_task_tail(0.0, 50), copy);
     }
 
-    #[test]
-    fn a_full_buffer_skips_the_scan_for_copies_until_a_request_can_be_copied() {
-        // One packet allowed, in flight on path 1 since 0 ms, due at 10 ms: before then no
-        // request qualifies on a path that loses nothing, so nothing in flight is scanned.
+    /// Two 10 ms paths and a reorder buffer that allows one packet, sent on path 1 at 0 ms
+    /// (its answer modelled at 10 ms); path 0 has room.
+    fn one_packet_allowed_in_flight_on_path_1() -> (Fixture, Weave) {
         let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 10, 10, 0))], 0..1);
         f.task_end = 100;
         f.path_mut(0).can_send = false;
         let mut w = Weave::default();
         assert_eq!(seqs_of(&f.run(&mut w)), vec![0]);
         f.path_mut(0).can_send = true;
+        (f, w)
+    }
+
+    #[test]
+    fn a_full_buffer_skips_the_scan_for_copies_until_a_request_can_be_copied() {
+        // One packet allowed, in flight on path 1 since 0 ms, due at 10 ms: before then no
+        // request qualifies on a path that loses nothing, so nothing in flight is scanned.
+        let (mut f, mut w) = one_packet_allowed_in_flight_on_path_1();
         let may_copy = |w: &mut Weave, f: &Fixture| {
             let view = f.view();
             let mut call = PerCall::default();
@@ -1408,12 +1415,7 @@ mod tests {
         // The buffer allows one packet; it went to path 1 at 0 ms, due at 10 ms. At 5 ms
         // nothing is copied and the scheduler asks for a call just past 10 ms (no answer would
         // come before path 1's RTO at 30 ms); then it copies.
-        let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0)), measured(path(1, 10, 10, 0))], 0..1);
-        f.task_end = 100;
-        f.path_mut(0).can_send = false;
-        let mut w = Weave::default();
-        assert_eq!(seqs_of(&f.run(&mut w)), vec![0]);
-        f.path_mut(0).can_send = true;
+        let (mut f, mut w) = one_packet_allowed_in_flight_on_path_1();
         f.now = Instant::from_nanos(5_000_000);
         assert_eq!(w.next(&f.view()), None);
         let wake = w.poll_timeout().expect("a wake-up");
