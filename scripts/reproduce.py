@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import tempfile
 import time
 
@@ -369,12 +370,48 @@ def default_check():
     return compared, differ, unmatched
 
 
-# Per-cell metrics the scorecard weighs, lower is better: (field, label, from the player's
-# stats, the files whose paper reports it: a stem prefix, "" for all).
+_VIDEO_SECONDS = {}
+
+
+def video_seconds(stem):
+    """Length in seconds of the video in scenarios/STEM.toml (`[video] duration`, "624s"),
+    or None: no video, another unit, or a sweep that changes it."""
+    if stem not in _VIDEO_SECONDS:
+        seconds = None
+        path = os.path.join(ROOT, "scenarios", f"{stem}.toml")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                scenario = tomllib.load(f)
+            duration = str(scenario.get("video", {}).get("duration", ""))
+            swept = scenario.get("sweep", {}).get("key") == "video.duration"
+            m = re.fullmatch(r"(\d+(?:\.\d+)?)s", duration)
+            if m and not swept:
+                seconds = float(m.group(1))
+        _VIDEO_SECONDS[stem] = seconds
+    return _VIDEO_SECONDS[stem]
+
+
+def viewer_wait(row, stem):
+    """What a viewer waits through, first frame plus stalls (seconds), from a row whose every
+    run played the video to its end: the rebuffer ratio is stalled time ÷ play time, and the
+    play time is then the video's length. Stalled time alone counts from the first frame, so
+    a first frame shown sooner, while the download's rate is below the video's, returns as
+    stall later (Kondo's C and E under the coupled controls)."""
+    p = row.get("player")
+    length = video_seconds(stem)
+    if p is None or length is None or p.get("finished") != row.get("repeats"):
+        return None
+    return p["first_frame_s"] + p["rebuffer_ratio"] * length
+
+
+# Per-cell metrics the scorecard weighs, lower is better: (field, or a function of the row
+# and the file's stem; label; from the player's stats; the files whose paper reports it: a
+# stem prefix, "" for all).
 SCORE_METRICS = [
     ("completion_s", "completion time", False, ""),
     ("rebuffer_count", "underflows", True, ""),
     ("stall_percentage", "stalled time", True, ""),
+    (viewer_wait, "first frame + stalls", False, ""),
     ("frames_discarded", "discarded pictures", True, "kondo"),
     ("gop_pause_percentage", "GOP pauses", True, "mprd"),
 ]
@@ -406,6 +443,8 @@ def scorecard():
                     continue
 
                 def value(r):
+                    if callable(field):
+                        return field(r, stem)
                     src = r.get("player") if player else r
                     return None if src is None else src.get(field)
 
