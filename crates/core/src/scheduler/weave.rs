@@ -44,7 +44,8 @@
 //!   would reach the reorder buffer's limit from within 4 deviations of its answers: if it
 //!   came that late, it would hold the cursor while they stall at the limit (Pscheduler
 //!   Fig. 5's 256 kB buffer under BBR, a shared bottleneck whose queue the far path's
-//!   packets wait in).
+//!   packets wait in). Before a path's first answer its deviation is taken as half its RTT
+//!   (RFC 6298 §2.2's first RTTVAR).
 //! - **End of the queue, with packets left to ask for**: when a path's offset runs past the
 //!   queue (the task's tail, or the reorder buffer's limit), the sooner paths will drain it
 //!   by themselves in `pending / Σ R̂_sooner`. The path takes the last pending packet only if
@@ -491,7 +492,15 @@ impl Weave {
         if view.reorder_limit >= view.task_end {
             return false;
         }
-        let deviation = self.clocks.get(&view.paths[i].id).map_or(0.0, |c| c.deviation);
+        let p = &view.paths[i];
+        let mut deviation = self.clocks.get(&p.id).map_or(0.0, |c| c.deviation);
+        if p.delivered == 0 {
+            // Nothing answered yet, so nothing measured of how the answers vary: RFC 6298
+            // §2.2's first RTTVAR, half the RTT. A path's first window is also the burst most
+            // likely lost whole (MPRD Fig. 8(a), 64 KB: the 10 %-loss edge's first ten
+            // requests at offset 20 of a 46-packet buffer held the CDN at the limit).
+            deviation = deviation.max(p.srtt.as_secs_f64() / 2.0);
+        }
         Self::drain_time(call, i, view.reorder_limit.saturating_sub(seq))
             .is_some_and(|slack| slack < BUFFER_SLACK_DEVIATIONS * deviation)
     }
@@ -985,6 +994,21 @@ mod tests {
     }
 
     #[test]
+    fn a_path_not_answered_yet_leaves_a_packet_near_the_buffers_limit() {
+        // As above, with answers that do not vary: the slow path takes packet 40, 10 ms
+        // before the fast path reaches the limit, once it has delivered; before its first
+        // answer its deviation is half its 50 ms RTT (100 ms for 4 deviations): it waits.
+        for (delivered, expected) in [(1000, Some(40)), (0, None)] {
+            let mut slow = measured(path(1, 50, 5, 0));
+            slow.delivered = delivered;
+            let mut f = Fixture::new(vec![measured(path(0, 10, 10, 10)), slow], 0..50);
+            f.task_end = 1000;
+            let pick = Weave::default().next(&f.view());
+            assert_eq!(pick.map(|p| p.seq), expected, "delivered {delivered}");
+        }
+    }
+
+    #[test]
     fn the_fast_path_takes_the_head_and_the_slow_path_its_offset() {
         // 10 ms and 50 ms paths; the fast one delivers 10 packets per... cwnd 10 / 10 ms.
         let mut f = Fixture::new(vec![path(0, 10, 10, 0), path(1, 50, 10, 0)], 0..1000);
@@ -1022,6 +1046,7 @@ mod tests {
     /// A path delivering 1000 packets per second (the fixture's packets are 1000 bytes).
     fn measured(mut p: PathView) -> PathView {
         p.delivery_rate = Some(1_000_000.0);
+        p.delivered = 1000;
         p
     }
 
