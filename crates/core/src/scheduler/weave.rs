@@ -463,11 +463,16 @@ impl Weave {
             .sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
     }
 
+    /// The paths answering sooner than path `i`, in index order.
+    fn sooner_than(call: &PerCall, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let at = &call.at;
+        (0..at.len()).filter(move |&j| j != i && at[j] < at[i])
+    }
+
     /// Eq. 7 on arrival clocks: packets the paths answering sooner deliver first.
     fn offset(call: &PerCall, i: usize) -> u64 {
         let at = &call.at;
-        let packets: f64 = (0..at.len())
-            .filter(|&j| j != i && at[j] < at[i])
+        let packets: f64 = Self::sooner_than(call, i)
             .map(|j| (at[i] - at[j]) * call.sooner[j])
             .sum();
         // The clocks pass through nanoseconds: a whole number of packets must not floor to one less.
@@ -476,11 +481,7 @@ impl Weave {
 
     /// Seconds until the paths answering sooner than `i` have drained `pending` packets.
     fn drain_time(call: &PerCall, i: usize, pending: u64) -> Option<f64> {
-        let at = &call.at;
-        let rate: f64 = (0..at.len())
-            .filter(|&j| j != i && at[j] < at[i])
-            .map(|j| call.sooner[j])
-            .sum();
+        let rate: f64 = Self::sooner_than(call, i).map(|j| call.sooner[j]).sum();
         (rate > 0.0).then(|| pending as f64 / rate)
     }
 
@@ -524,8 +525,14 @@ impl Weave {
     /// did not make.
     fn modelled_answer(&self, now: f64, path: PathId, seq: u64) -> Option<f64> {
         let predicted = self.predicted.get(&(path, seq))?;
+        Some(self.answer_in(now, path, predicted.at))
+    }
+
+    /// Seconds from `now` until an answer the model put at `at` on `path`, with that path's
+    /// error terms.
+    fn answer_in(&self, now: f64, path: PathId, at: Instant) -> f64 {
         let shift = self.clocks.get(&path).map_or(0.0, PathClock::shift);
-        Some(predicted.at.since_epoch().as_secs_f64() + shift - now)
+        at.since_epoch().as_secs_f64() + shift - now
     }
 
     /// The oldest packet in flight on one path only, not copied before, whose copy on `i`
@@ -607,12 +614,9 @@ impl Weave {
         }
         let now = view.now.since_epoch().as_secs_f64();
         view.paths.iter().any(|q| {
-            let Some(earliest) = self.earliest_answer(q.id) else {
-                return false;
-            };
-            // `modelled_answer`'s arithmetic, on the earliest answer: the others are later.
-            let shift = self.clocks.get(&q.id).map_or(0.0, PathClock::shift);
-            earliest.since_epoch().as_secs_f64() + shift - now <= self.overdue_after(q)
+            // The earliest answer: the others are later.
+            self.earliest_answer(q.id)
+                .is_some_and(|earliest| self.answer_in(now, q.id, earliest) <= self.overdue_after(q))
         })
     }
 
@@ -801,6 +805,7 @@ impl Weave {
         let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
         // Some path with room reached the copy rules.
         let mut could_copy = false;
+        let at_task_tail = view.reorder_limit >= view.task_end;
         // Whether a copy before the task's tail is possible at all, once asked.
         let mut before_tail = None;
         // Soonest answer first: it takes the head of the queue, the others their offsets.
@@ -835,7 +840,6 @@ impl Weave {
                 }
                 continue;
             }
-            let at_task_tail = view.reorder_limit >= view.task_end;
             if may_copy && (at_task_tail || *before_tail.get_or_insert_with(|| self.may_copy_before_tail(view, call))) {
                 if let Some(seq) = self.copy_candidate(view, &call.at, soonest, j, !at_task_tail) {
                     self.copied.insert(seq);
