@@ -13,7 +13,8 @@
 //!   `L_i` Eq. 6's loss penalty (E − sRTT), and `ē_i`, `d̄_i` the smoothed error of the model
 //!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
 //!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
-//!   window opening) is answered over `n/R̂`, not all after one sRTT; the error term carries
+//!   window opening) is answered over `n/R̂`, not all after one sRTT (before a peak is kept,
+//!   `R̂` is Eq. 5's stand-in, a window per sRTT); the error term carries
 //!   what the model cannot see (delay jitter, a queue other traffic builds), and the
 //!   deviation moves a jittery path's packets later in the order, because an answer that
 //!   comes late holds back everything the other paths delivered behind it, while one that
@@ -443,12 +444,14 @@ impl Weave {
             let rate = Self::rate(state, view, p);
             let base = unqueued_answer(p);
             let at = match state {
-                Some(state @ PathClock { clock: Some(clock), .. }) if state.peak.get().is_some() => {
+                // Before a rate is kept, Eq. 5's stand-in (a window per sRTT): a burst sent
+                // at once is still answered one request after another.
+                Some(state @ PathClock { clock: Some(clock), .. }) => {
                     let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / rate);
                     // No answer comes before the minimum RTT, whatever the error says.
                     (model + state.shift()).max(p.min_rtt.as_secs_f64())
                 }
-                // No rate measured yet: Eq. 6 as Pscheduler has it.
+                // Nothing asked on the path yet: Eq. 6 as Pscheduler has it.
                 _ => p.expected_time.as_secs_f64(),
             };
             call.at.push(at);
@@ -1025,9 +1028,11 @@ mod tests {
                 seq: 0
             }
         );
+        f.apply(first);
         f.path_mut(0).can_send = false;
         let second = w.next(&f.view()).unwrap();
-        // Offset = (50 − 10) ms · 1000 packets/s = 40 packets.
+        // The fast path's next request would land at 11 ms, one packet time after packet 0:
+        // offset = (50 − 11) ms · 1000 packets/s = 39 packets past packet 0.
         assert_eq!(
             second,
             Pick {
@@ -1068,6 +1073,20 @@ mod tests {
         let picks = f.run(&mut w);
         assert_eq!(paths_of(&picks), vec![1; 5]);
         assert_eq!(seqs_of(&picks), vec![40, 42, 44, 46, 48]);
+    }
+
+    #[test]
+    fn two_unmeasured_paths_share_their_first_windows_in_turn() {
+        // Nothing measured yet on either 80 ms path: a window of 4 per sRTT stands in for the
+        // rate, so each request lands 20 ms after the path's one before, and the paths take
+        // the head in turn. Modelled all at once, path 0 took 0-3 and path 1 4-7: path 1's
+        // answers to 4-7 waited behind path 0's, and each of path 0's second to fourth
+        // answers was overdue when path 1's first came (Kondo A: 7 copies before the first
+        // frame, which came 9 ms late).
+        let mut f = Fixture::new(vec![path(0, 80, 4, 0), path(1, 80, 4, 0)], 0..1000);
+        let picks = f.run(&mut Weave::default());
+        assert_eq!(paths_of(&picks), vec![0, 1, 0, 1, 0, 1, 0, 1]);
+        assert_eq!(seqs_of(&picks), (0..8).collect::<Vec<_>>());
     }
 
     #[test]
