@@ -36,6 +36,7 @@ cannot swap it halfway through.
 
 import argparse
 import datetime
+import functools
 import glob
 import hashlib
 import json
@@ -44,9 +45,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 import tempfile
 import time
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = os.path.join(ROOT, "scenarios")
@@ -370,25 +371,19 @@ def default_check():
     return compared, differ, unmatched
 
 
-_VIDEO_SECONDS = {}
-
-
+@functools.cache
 def video_seconds(stem):
     """Length in seconds of the video in scenarios/STEM.toml (`[video] duration`, "624s"),
     or None: no video, another unit, or a sweep that changes it."""
-    if stem not in _VIDEO_SECONDS:
-        seconds = None
-        path = os.path.join(ROOT, "scenarios", f"{stem}.toml")
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                scenario = tomllib.load(f)
-            duration = str(scenario.get("video", {}).get("duration", ""))
-            swept = scenario.get("sweep", {}).get("key") == "video.duration"
-            m = re.fullmatch(r"(\d+(?:\.\d+)?)s", duration)
-            if m and not swept:
-                seconds = float(m.group(1))
-        _VIDEO_SECONDS[stem] = seconds
-    return _VIDEO_SECONDS[stem]
+    path = os.path.join(SCENARIOS, f"{stem}.toml")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        scenario = tomllib.load(f)
+    duration = str(scenario.get("video", {}).get("duration", ""))
+    swept = scenario.get("sweep", {}).get("key") == "video.duration"
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)s", duration)
+    return float(m.group(1)) if m and not swept else None
 
 
 def viewer_wait(row, stem):
@@ -449,7 +444,7 @@ def scorecard():
                     return None if src is None else src.get(field)
 
                 mine = value(ours)
-                theirs = [(value(r), r["scheduler"]) for r in others if value(r) is not None]
+                theirs = [(v, r["scheduler"]) for r in others if (v := value(r)) is not None]
                 if mine is None or not theirs:
                     continue
                 best, who = min(theirs)
