@@ -202,6 +202,14 @@ impl<'a> View<'a> {
     pub fn first_frame_shown(&self) -> Option<bool> {
         self.player.map(Player::has_started)
     }
+    /// While the player waits for its first frame, the sequence number (exclusive) the
+    /// in-order packets must reach for it to show: `startup` seconds of video. `None` once
+    /// shown, and without a player.
+    pub fn first_frame_end(&self) -> Option<u64> {
+        let player = self.player.filter(|p| !p.has_started())?;
+        let spec = player.spec();
+        Some(spec.bytes_at(spec.startup).div_ceil(self.packet_size))
+    }
     /// Number of paths `seq` is in flight on.
     pub fn copies(&self, seq: u64) -> usize {
         let mut n = 0;

@@ -89,6 +89,17 @@
 //!   Kondo's C and E under LIA, OLIA and BALIA: 1.2–3.8 fewer rebuffers (5 seeds); in E,
 //!   more frames still incomplete when played (66–75 against 39–45 of 18 720), as the
 //!   in-order bytes keep just ahead of the playhead instead of running dry.
+//! - **The first frame**: while the player waits for it, a path with nothing of the frame
+//!   left to ask for (its pick lies past the frame's last packet) asks again for the lowest
+//!   frame packet in flight only on a path answering later, if the original is at risk: its
+//!   path has given fewer than 100 answers (a loss rate under 1 % cannot show in fewer),
+//!   loses 1 % or more, or would answer after the copy lands. Every packet of the frame
+//!   counts at the frame's time, and a lost one there costs the holder's loss detection and
+//!   a resend; a copy costs the copier one packet time past the frame. XLINK (seed 004)
+//!   re-injects the whole first frame; copying what a lossless path of equal RTT holds only
+//!   wastes (Kondo's A: 0.06 s later completion). MPRD Fig. 8(a), 4 MB, 1 Mbit/s: the 10 %-loss
+//!   edge gets about 15 of the frame's 90 packets before any loss is measured there, and one
+//!   was lost in 3 of 5 seeds (frame at 0.159–0.175 s, MPRD 0.1525); copied, 0.140 s.
 //! - **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
 //!   sooner one, and whose queueing delay moves with that path's at the same scale
 //!   (coherence ≥ 0.9, `estimate::shared`) while the sooner path's peak covers what both
@@ -712,6 +723,38 @@ impl Weave {
         (overdue && buffer < rto + at[i]).then_some(seq)
     }
 
+    /// While the player waits for its first frame (packets below `end`), the lowest of its
+    /// packets in flight only on a path answering later than `i`, not copied before, whose
+    /// original is at risk: its path has given fewer answers than it takes to tell a loss rate
+    /// below `LOSSY_PATH` from zero, loses that much or more, or answers later than the copy
+    /// would land (the model's answer, with the path's error terms).
+    fn first_frame_copy(&self, view: &View<'_>, call: &PerCall, i: usize, end: u64) -> Option<u64> {
+        let now = view.now.since_epoch().as_secs_f64();
+        let at_risk = |h: usize, seq: u64| {
+            let q = &view.paths[h];
+            (q.delivered as f64) < 1.0 / LOSSY_PATH
+                || q.loss_rate >= LOSSY_PATH
+                || self
+                    .modelled_answer(now, q.id, seq)
+                    .is_some_and(|lands| call.at[i] < lands)
+        };
+        let mut found = None;
+        view.scan_in_flight(&mut |seq, copies| {
+            if seq >= end {
+                return false;
+            }
+            if copies == 1 && !self.copied.contains(&seq) {
+                let holder = sole_holder(view, seq).and_then(|h| view.paths.iter().position(|q| q.id == h));
+                if holder.is_some_and(|h| call.at[h] > call.at[i] && at_risk(h, seq)) {
+                    found = Some(seq);
+                    return false;
+                }
+            }
+            true
+        });
+        found
+    }
+
     /// Path `i` waits in the queue of a path kept in its place (see the module's doc).
     fn shadowed(&mut self, view: &View<'_>, call: &PerCall, i: usize) -> bool {
         let at = &call.at;
@@ -800,6 +843,13 @@ impl Weave {
         Some(Pick { path, seq })
     }
 
+    /// Asks again on path `p` for `seq`, in flight elsewhere: once per packet, against the cap.
+    fn copy(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
+        self.copied.insert(seq);
+        self.copies += 1;
+        self.pick(now, p, seq, arrival)
+    }
+
     /// The decision of one `next()` call, on the per-path values of `call`.
     fn choose(&mut self, view: &View<'_>, call: &PerCall) -> Option<Pick> {
         let pending = view.pending.len();
@@ -811,6 +861,7 @@ impl Weave {
         let at_task_tail = view.reorder_limit >= view.task_end;
         // Whether a copy before the task's tail is possible at all, once asked.
         let mut before_tail = None;
+        let first_frame_end = view.first_frame_end();
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         for &j in &call.order {
             let p = &view.paths[j];
@@ -820,12 +871,18 @@ impl Weave {
             could_copy |= may_copy;
             if may_copy {
                 if let Some(seq) = self.player_copy(view, &call.at, j) {
-                    self.copied.insert(seq);
-                    self.copies += 1;
-                    return self.pick(view.now, p, seq, call.at[j]);
+                    return self.copy(view.now, p, seq, call.at[j]);
                 }
             }
             let k = Self::offset(call, j);
+            // Nothing of the first frame left for this path to ask for: what is at risk of it.
+            if may_copy {
+                if let Some(end) = first_frame_end.filter(|&end| view.pending.nth(k).is_none_or(|seq| seq >= end)) {
+                    if let Some(seq) = self.first_frame_copy(view, call, j, end) {
+                        return self.copy(view.now, p, seq, call.at[j]);
+                    }
+                }
+            }
             if k < pending {
                 let seq = view.pending.nth(k)?;
                 if k > 0 && self.near_the_buffer_limit(view, call, j, seq) {
@@ -845,9 +902,7 @@ impl Weave {
             }
             if may_copy && (at_task_tail || *before_tail.get_or_insert_with(|| self.may_copy_before_tail(view, call))) {
                 if let Some(seq) = self.copy_candidate(view, &call.at, soonest, j, !at_task_tail) {
-                    self.copied.insert(seq);
-                    self.copies += 1;
-                    return self.pick(view.now, p, seq, call.at[j]);
+                    return self.copy(view.now, p, seq, call.at[j]);
                 }
             }
         }
