@@ -973,6 +973,52 @@ mod tests {
     use super::*;
     use crate::player::{Player, VideoSpec};
 
+    /// A player waiting for a first frame of packets 0–9 (80 kbit/s, 1 s to start, 1000-byte
+    /// packets): the 20 ms path 0 holds 0–7, the 40 ms path 1 holds 8 and 9, and 10 on are
+    /// pending. `shown`: the frame was shown already. What does path 0 ask for?
+    fn first_frame_pick(path1: PathView, shown: bool) -> Pick {
+        let mut f = Fixture::new(vec![path(0, 20, 20, 8), path1], 10..100);
+        f.cursor = 0;
+        for seq in 0..10 {
+            f = f.copies(seq, &[if seq < 8 { 0 } else { 1 }]);
+        }
+        let mut player = Player::new(VideoSpec::new(80_000, Duration::from_secs(60)), Instant::ZERO).unwrap();
+        if shown {
+            player.on_delivered(Instant::ZERO, 10_000);
+        }
+        f.player = Some(player);
+        assert_eq!(f.view().first_frame_end(), (!shown).then_some(10));
+        Weave::default().next(&f.view()).unwrap()
+    }
+
+    #[test]
+    fn the_first_frames_packets_at_risk_on_a_slower_path_are_asked_again() {
+        let copy = Pick {
+            path: PathId(0),
+            seq: 8,
+        };
+        let new = Pick {
+            path: PathId(0),
+            seq: 10,
+        };
+        // Path 1 has answered nothing yet: whether it loses cannot show.
+        assert_eq!(first_frame_pick(path(1, 40, 20, 2), false), copy);
+        // Once the frame is shown, the fast path goes on with the queue.
+        assert_eq!(first_frame_pick(path(1, 40, 20, 2), true), new);
+        // A path whose thousand answers show no loss is trusted with its share...
+        let proven = PathView {
+            delivered: 1_000,
+            ..path(1, 40, 20, 2)
+        };
+        assert_eq!(first_frame_pick(proven.clone(), false), new);
+        // ...unless they show it losing 1 % or more.
+        let lossy = PathView {
+            loss_rate: 0.05,
+            ..proven
+        };
+        assert_eq!(first_frame_pick(lossy, false), copy);
+    }
+
     #[test]
     fn the_players_next_packet_overdue_on_its_path_is_asked_again_when_the_buffer_runs_short() {
         // Packet 10_000, the player's next, asked on the 80 ms path at 1.1 s, is overdue at
