@@ -3,11 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Stacks run one at a time: each is several processes on a two-core machine.
@@ -21,16 +23,21 @@ pub fn pcdn() -> Command {
 pub struct Proc {
     pub name: String,
     pub child: Child,
+    /// What the process wrote to stderr (an unnamed temporary file), for failure messages.
+    stderr: Option<File>,
 }
 
 impl Proc {
     pub fn spawn(name: &str, command: &mut Command) -> Proc {
+        let log = tempfile::tempfile().expect("a temporary file for stderr");
         let child = command
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log.try_clone().expect("a second handle on the stderr file"))
             .spawn()
             .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Proc::adopt(name, child)
+        let mut proc = Proc::adopt(name, child);
+        proc.stderr = Some(log);
+        proc
     }
 
     /// Takes charge of a child started with other pipes.
@@ -38,7 +45,20 @@ impl Proc {
         Proc {
             name: name.to_owned(),
             child,
+            stderr: None,
         }
+    }
+
+    /// The last lines the process wrote to stderr, when spawned by [`Proc::spawn`].
+    pub fn stderr_tail(&self) -> String {
+        let Some(mut file) = self.stderr.as_ref() else {
+            return String::new();
+        };
+        let mut text = String::new();
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.read_to_string(&mut text);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
     }
 
     /// SIGKILL: the process gets no chance to say goodbye (a crashed device).
@@ -71,12 +91,35 @@ impl Drop for Proc {
     }
 }
 
+/// A loopback port nothing listens on, below Linux's ephemeral range (32768–60999 by
+/// default), each handed out once per test process. A port the kernel picked for a socket
+/// bound to port 0 and then released goes back to that range, where any process's next
+/// ephemeral socket may get it before the server meant for it binds it (a stack then waited
+/// 60 s for an edge that had failed to start). The walk starts at an offset from the process
+/// id, so test processes running side by side start apart.
+fn free_port(bindable: impl Fn(u16) -> bool) -> u16 {
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(997) % SPAN;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < SPAN, "no free loopback port left below the ephemeral range");
+        let port = u16::try_from(LOW + (start + n) % SPAN).expect("below 32768");
+        if bindable(port) {
+            return port;
+        }
+    }
+}
+
 pub fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    let port = free_port(|p| UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
 pub fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    let port = free_port(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
 /// A plain HTTP/1.0 GET, enough to watch the tracker without an HTTP client dependency.
@@ -257,8 +300,13 @@ impl Stack {
             }
             assert!(
                 Instant::now() < deadline,
-                "devices not registered after 60 s: servers {servers:?}, manifest {:?}",
-                manifest.map(|m| m.0)
+                "devices not registered after 60 s: servers {servers:?}, manifest {:?}; the servers' stderr:\n{}",
+                manifest.map(|m| m.0),
+                self.servers
+                    .iter()
+                    .map(|p| format!("{}: {}", p.name, p.stderr_tail()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             );
             std::thread::sleep(Duration::from_millis(100));
         }
