@@ -53,10 +53,22 @@ fn jumping_to_the_cdn_happens_and_shortens_the_stalls() {
     assert_eq!((with.finished, without.finished), (1, 1));
 }
 
+/// MPRD Fig. 8(a)'s servers: the CDN at 10 Mbit/s, an edge at 4 Mbit/s losing 10 %.
+const FIG_8A_PATHS: &str = r#"
+[[server]]
+name = "cdn"
+origin = true
+link = { rate = "10mbit", delay = "10ms" }
+[[server]]
+name = "edge1"
+link = { rate = "4mbit", delay = "20ms", loss = 0.10 }
+"#;
+
 #[test]
 fn mprd_fig8a_world_pauses_more_at_a_bitrate_above_its_capacity() {
     // Fig. 8(a)'s paths (13.6 Mbit/s of capacity), a one-minute video at 1 and 16 Mbit/s.
-    let rows = run(r#"
+    let rows = run(&[
+        r#"
 duration = "300s"
 [content]
 task_size = "10GB"
@@ -66,17 +78,13 @@ duration = "60s"
 fps = 60
 [client]
 schedulers = ["minrtt"]
-[[server]]
-name = "cdn"
-origin = true
-link = { rate = "10mbit", delay = "10ms" }
-[[server]]
-name = "edge1"
-link = { rate = "4mbit", delay = "20ms", loss = 0.10 }
 [sweep]
 key = "video.bitrate"
 values = ["1mbit", "16mbit"]
-"#);
+"#,
+        FIG_8A_PATHS,
+    ]
+    .concat());
     let (low, high) = (player(&rows[0]), player(&rows[1]));
     assert_eq!(low.gop_pause_percentage, 0.0, "{low:?}");
     assert!(high.gop_pause_percentage > 10.0, "{high:?}");
@@ -142,7 +150,8 @@ fn weave_shows_the_first_frame_before_mprd_beside_a_lossy_edge_it_has_not_measur
     // still out once the CDN has nothing of the frame left; MPRD takes the frame from the CDN
     // alone. Measured over seeds 1-5: 0.140 s against 0.1525 (without the copies, 0.158:
     // one of the edge's 15 was lost in 3 of 5 seeds).
-    let rows = run(r#"
+    let rows = run(&[
+        r#"
 duration = "60s"
 repeat = 5
 [content]
@@ -155,14 +164,10 @@ fps = 60
 schedulers = ["weave", "mprd"]
 cc = ["cubic"]
 reorder_buffer = "4MB"
-[[server]]
-name = "cdn"
-origin = true
-link = { rate = "10mbit", delay = "10ms" }
-[[server]]
-name = "edge1"
-link = { rate = "4mbit", delay = "20ms", loss = 0.10 }
-"#);
+"#,
+        FIG_8A_PATHS,
+    ]
+    .concat());
     let first_frame = |name: &str| {
         let row = rows
             .iter()
