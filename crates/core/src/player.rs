@@ -474,6 +474,12 @@ impl Player {
         self.jump
     }
 
+    /// While waiting for the first frame, the in-order byte count at which it shows
+    /// (`startup` seconds of video, or the whole video if shorter); `None` once shown.
+    pub fn first_frame_bytes(&self) -> Option<u64> {
+        matches!(self.state, State::Waiting).then(|| self.spec.bytes_at(self.spec.startup))
+    }
+
     /// Whether playback is frozen by a rebuffer (as of the latest input).
     pub fn is_stalled(&self) -> bool {
         matches!(self.state, State::Stalled { .. })

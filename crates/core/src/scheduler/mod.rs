@@ -206,9 +206,8 @@ impl<'a> View<'a> {
     /// in-order packets must reach for it to show: `startup` seconds of video. `None` once
     /// shown, and without a player.
     pub fn first_frame_end(&self) -> Option<u64> {
-        let player = self.player.filter(|p| !p.has_started())?;
-        let spec = player.spec();
-        Some(spec.bytes_at(spec.startup).div_ceil(self.packet_size))
+        let bytes = self.player?.first_frame_bytes()?;
+        Some(bytes.div_ceil(self.packet_size))
     }
     /// Number of paths `seq` is in flight on.
     pub fn copies(&self, seq: u64) -> usize {

@@ -876,12 +876,11 @@ impl Weave {
             }
             let k = Self::offset(call, j);
             // Nothing of the first frame left for this path to ask for: what is at risk of it.
-            if may_copy {
-                if let Some(end) = first_frame_end.filter(|&end| view.pending.nth(k).is_none_or(|seq| seq >= end)) {
-                    if let Some(seq) = self.first_frame_copy(view, call, j, end) {
-                        return self.copy(view.now, p, seq, call.at[j]);
-                    }
-                }
+            let frame_copy = first_frame_end
+                .filter(|&end| may_copy && view.pending.nth(k).is_none_or(|seq| seq >= end))
+                .and_then(|end| self.first_frame_copy(view, call, j, end));
+            if let Some(seq) = frame_copy {
+                return self.copy(view.now, p, seq, call.at[j]);
             }
             if k < pending {
                 let seq = view.pending.nth(k)?;
