@@ -100,6 +100,11 @@
 //!   wastes (Kondo's A: 0.06 s later completion). MPRD Fig. 8(a), 4 MB, 1 Mbit/s: the 10 %-loss
 //!   edge gets about 15 of the frame's 90 packets before any loss is measured there, and one
 //!   was lost in 3 of 5 seeds (frame at 0.159–0.175 s, MPRD 0.1525); copied, 0.140 s.
+//!   Only the soonest path copies: it lands a copy first, even after asking for what of the
+//!   frame it has left (less than a later path's Eq. 7 offset) or waiting for its window
+//!   (the player scenario, 16 Mbit/s, seed 12: a frame packet lost on the jittery edge was
+//!   copied on the 30 ms edge, whose queue answered in 44 ms, where the CDN's did in 27;
+//!   20 seeds: the first frame 0–2 ms sooner in every cell).
 //! - **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
 //!   sooner one, and whose queueing delay moves with that path's at the same scale
 //!   (coherence ≥ 0.9, `estimate::shared`) while the sooner path's peak covers what both
@@ -875,9 +880,12 @@ impl Weave {
                 }
             }
             let k = Self::offset(call, j);
-            // Nothing of the first frame left for this path to ask for: what is at risk of it.
+            // Nothing of the first frame left for the soonest path to ask for: what is at
+            // risk of it. A later path's copy would land after the soonest path's, which only
+            // has to ask for what of the frame is left first (by Eq. 7, no more than the
+            // later path's offset) or wait for its window.
             let frame_copy = first_frame_end
-                .filter(|&end| may_copy && view.pending.nth(k).is_none_or(|seq| seq >= end))
+                .filter(|&end| may_copy && call.at[j] <= soonest && view.pending.nth(k).is_none_or(|seq| seq >= end))
                 .and_then(|end| self.first_frame_copy(view, call, j, end));
             if let Some(seq) = frame_copy {
                 return self.copy(view.now, p, seq, call.at[j]);
@@ -1016,6 +1024,33 @@ mod tests {
             ..proven
         };
         assert_eq!(first_frame_pick(lossy, false), copy);
+    }
+
+    #[test]
+    fn only_the_soonest_path_copies_the_first_frames_packets() {
+        // The 20 ms path 0 holds 0–7 with its window full; the unmeasured 80 ms path 2 holds
+        // 8 and 9, the frame's last packets; the 40 ms path 1 has room.
+        let mut f = Fixture::new(vec![path(0, 20, 8, 8), path(1, 40, 20, 0), path(2, 80, 20, 2)], 10..100);
+        f.cursor = 0;
+        for seq in 0..10 {
+            f = f.copies(seq, &[if seq < 8 { 0 } else { 2 }]);
+        }
+        f.player = Some(Player::new(VideoSpec::new(80_000, Duration::from_secs(60)), Instant::ZERO).unwrap());
+        let mut w = Weave::default();
+        // Path 1's copy would land after path 0's once its window opens: path 1 goes on
+        // with the queue.
+        let pick = w.next(&f.view()).unwrap();
+        assert_eq!(pick.path, PathId(1));
+        assert!(pick.seq >= 10, "{pick:?}: a copy of the frame");
+        f.path_mut(0).cwnd = 9;
+        f.path_mut(0).can_send = true;
+        assert_eq!(
+            w.next(&f.view()),
+            Some(Pick {
+                path: PathId(0),
+                seq: 8
+            })
+        );
     }
 
     #[test]
