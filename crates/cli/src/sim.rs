@@ -24,6 +24,10 @@ pub struct SimArgs {
     /// Print the rows as a JSON array (and nothing else on stdout).
     #[arg(long)]
     json: bool,
+    /// With --json, each row also lists its runs (`runs`: seed and that run's metrics, the
+    /// player's in full), for paired comparisons: every scheduler runs the same seeds.
+    #[arg(long, requires = "json")]
+    runs: bool,
     /// Write PNG charts of the sweep into DIR: aggregation, goodput, OFO mean, wait p99 and
     /// completion time against the swept value, one line per scheduler × congestion control.
     #[arg(long, value_name = "DIR")]
@@ -80,7 +84,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     };
     let rows = scenario.run_full(args.threads, &|| progress.inc(1));
     progress.finish_and_clear();
-    let rows = rows?;
+    let mut rows = rows?;
+    if !args.runs {
+        rows.iter_mut().for_each(|r| r.runs.clear());
+    }
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows).context("rows as JSON")?);

@@ -128,6 +128,35 @@ fn the_same_seed_gives_identical_json_and_threads_change_nothing() {
 }
 
 #[test]
+fn runs_lists_each_seed_whose_metrics_average_to_the_row() {
+    let file = scenario_file("runs.toml", SWEEP);
+    let out = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--runs", "--seed", "5"]));
+    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    for r in rows.as_array().unwrap() {
+        let runs = r["runs"].as_array().expect("--runs lists the runs");
+        let seeds: Vec<u64> = runs.iter().map(|run| run["seed"].as_u64().unwrap()).collect();
+        assert_eq!(seeds, [5, 6], "repeat r runs seed + r");
+        for field in ["aggregation", "completion_s", "waste", "ofo_mean_bytes"] {
+            let mean = runs.iter().map(|run| run[field].as_f64().unwrap()).sum::<f64>() / 2.0;
+            let row = r[field].as_f64().unwrap();
+            assert!(
+                (mean - row).abs() <= 1e-9 * row.abs().max(1.0),
+                "{field}: {mean} against {row}"
+            );
+        }
+        let without_seed = |run: &serde_json::Value| {
+            let mut run = run.clone();
+            run.as_object_mut().unwrap().remove("seed");
+            run
+        };
+        assert_ne!(without_seed(&runs[0]), without_seed(&runs[1]), "two seeds, two runs");
+    }
+    let plain = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--seed", "5"]));
+    let plain: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+    assert!(plain[0].get("runs").is_none(), "without --runs, rows only");
+}
+
+#[test]
 fn seed_and_repeat_override_the_file() {
     let file = scenario_file("override.toml", SWEEP);
     let out = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--repeat", "1"]));

@@ -25,7 +25,7 @@ use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
 use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
-pub use runner::{FullRow, PlayerRow, Row, default_threads};
+pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
 use tree::Tree;
 pub use tree::desugar_knobs;
 

@@ -53,6 +53,18 @@ pub struct FullRow {
     pub row: Row,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub player: Option<PlayerRow>,
+    /// Each repeat's own metrics, in seed order: what a paired comparison of two schedulers
+    /// (same seeds, same draws of the links) reads. Left out of the JSON when emptied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunRow>,
+}
+
+/// One run of a row: its seed and what it measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunRow {
+    pub seed: u64,
+    #[serde(flatten)]
+    pub metrics: RunMetrics,
 }
 
 /// The player's QoE, each the mean over the repeats (definitions in `pcdn_core::player`).
@@ -78,28 +90,30 @@ pub struct PlayerRow {
     pub finished: u32,
 }
 
-/// What one run measured, reduced to the row's metrics as soon as it ends.
-#[derive(Clone, Debug)]
-struct Measured {
-    goodput_mbps: f64,
-    capacity_mbps: f64,
-    aggregation: f64,
-    ofo_mean_bytes: f64,
-    ofo_max_bytes: f64,
-    wait_mean_ms: f64,
-    wait_p99_ms: f64,
-    completion_s: Option<f64>,
-    waste: f64,
-    request_waste: f64,
-    cdn_share: f64,
-    player: Option<PlayerStats>,
+/// What one run measured, reduced to the row's metrics as soon as it ends (the fields mean
+/// what [`Row`]'s do, for this run alone; the player's are its full [`PlayerStats`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunMetrics {
+    pub goodput_mbps: f64,
+    pub capacity_mbps: f64,
+    pub aggregation: f64,
+    pub ofo_mean_bytes: f64,
+    pub ofo_max_bytes: f64,
+    pub wait_mean_ms: f64,
+    pub wait_p99_ms: f64,
+    pub completion_s: Option<f64>,
+    pub waste: f64,
+    pub request_waste: f64,
+    pub cdn_share: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub player: Option<PlayerStats>,
 }
 
-impl Measured {
-    fn of(outcome: &Outcome) -> Measured {
+impl RunMetrics {
+    fn of(outcome: &Outcome) -> RunMetrics {
         let s = &outcome.stats;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        Measured {
+        RunMetrics {
             goodput_mbps: s.goodput_bps() / 1e6,
             capacity_mbps: outcome.capacity_bps / 1e6,
             aggregation: s.aggregation(outcome.capacity_bps),
@@ -167,7 +181,7 @@ impl Scenario {
     }
 }
 
-type RunResult = Option<Result<Measured, world::WorldError>>;
+type RunResult = Option<Result<RunMetrics, world::WorldError>>;
 
 /// Work-stealing over an index: each thread takes the next run. Results land in their run's
 /// slot, so the order is the runs' order. After a failure no new run starts; the slots of runs
@@ -183,7 +197,7 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
                     let result = world::run_with_video(run.world, run.video, run.scheduler, run.cc, run.seed)
-                        .map(|o| Measured::of(&o));
+                        .map(|o| RunMetrics::of(&o));
                     if result.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
@@ -201,7 +215,7 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
 
 /// Groups consecutive runs of the same point × scheduler × cc (the order of
 /// [`Scenario::runs`]) and averages each metric over the group, summing in repeat order.
-fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<FullRow> {
+fn aggregate(runs: &[Run<'_>], measured: &[RunMetrics]) -> Vec<FullRow> {
     let mut rows = Vec::new();
     let mut start = 0;
     while start < runs.len() {
@@ -212,7 +226,7 @@ fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<FullRow> {
             .map_or(runs.len(), |n| start + n);
         let group = &measured[start..end];
         let n = group.len() as f64;
-        let mean = |f: fn(&Measured) -> f64| group.iter().map(f).sum::<f64>() / n;
+        let mean = |f: fn(&RunMetrics) -> f64| group.iter().map(f).sum::<f64>() / n;
         let completions: Option<Vec<f64>> = group.iter().map(|m| m.completion_s).collect();
         let row = Row {
             scheduler: first.scheduler.to_owned(),
@@ -251,7 +265,19 @@ fn aggregate(runs: &[Run<'_>], measured: &[Measured]) -> Vec<FullRow> {
                 finished: p.iter().filter(|s| s.finished).count() as u32,
             }
         });
-        rows.push(FullRow { row, player });
+        let per_run = runs[start..end]
+            .iter()
+            .zip(group)
+            .map(|(run, metrics)| RunRow {
+                seed: run.seed,
+                metrics: metrics.clone(),
+            })
+            .collect();
+        rows.push(FullRow {
+            row,
+            player,
+            runs: per_run,
+        });
         start = end;
     }
     rows
