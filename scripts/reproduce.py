@@ -143,6 +143,9 @@ def run_all(binary, selected, built):
         outdir = os.path.join("docs", "figures", stem)
         os.makedirs(os.path.join(ROOT, outdir), exist_ok=True)
         cmd = ["target/release/pcdn", "sim", toml, "--json"]
+        if not stem.startswith("extra/"):
+            # Each run's own metrics, for the scorecard's paired comparison over seeds.
+            cmd += ["--runs"]
         if has_sweep(os.path.join(ROOT, toml)) and not stem.startswith("extra/"):
             cmd += ["--plot", outdir]
         shown = " ".join(cmd) + f" > {outdir}/rows.json"
@@ -391,8 +394,13 @@ def viewer_wait(row, stem):
     run played the video to its end: the rebuffer ratio is stalled time ÷ play time, and the
     play time is then the video's length. Stalled time alone counts from the first frame, so
     a first frame shown sooner, while the download's rate is below the video's, returns as
-    stall later (Kondo's C and E under the coupled controls)."""
+    stall later (Kondo's C and E under the coupled controls). Of one run (a `runs` entry of
+    `pcdn sim --json --runs`), its first frame plus its stalled time."""
     p = row.get("player")
+    if "seed" in row:
+        if p is None or not p.get("finished"):
+            return None
+        return p["first_frame_latency"] + p["stalled_time"]
     length = video_seconds(stem)
     if p is None or length is None or p.get("finished") != row.get("repeats"):
         return None
@@ -413,14 +421,42 @@ SCORE_METRICS = [
 # Differences within this share of the best other are ties: completion times of 2-core runs
 # that differ by a few milliseconds in minutes say nothing.
 SCORE_TIE = 0.001
+# Student's t at 97.5 % by degrees of freedom (two-sided 95 %); 1.96 past the table.
+T_975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
+         14: 2.14, 19: 2.09, 29: 2.05}
+
+
+def t_975(df):
+    """Student's t quantile for `df` degrees of freedom (the table's next lower entry: wider)."""
+    return T_975[max(k for k in T_975 if k <= df)] if df < 30 else 1.96
+
+
+def paired(ours, theirs, value):
+    """Ours minus theirs, seed by seed (every scheduler of a file runs the same seeds, so the
+    links draw the same losses and jitter): (seeds, mean difference, half-width of its 95 %
+    confidence interval), or None without per-run results for both (`pcdn sim --runs`) or
+    with fewer than two seeds."""
+    mine = {r["seed"]: value(r) for r in ours.get("runs", [])}
+    other = {r["seed"]: value(r) for r in theirs.get("runs", [])}
+    seeds = sorted(set(mine) & set(other))
+    diffs = [mine[s] - other[s] for s in seeds if mine[s] is not None and other[s] is not None]
+    if len(diffs) < 2 or len(diffs) != len(seeds):
+        return None
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
+    return n, mean, t_975(n - 1) * sd / n**0.5
 
 
 def scorecard():
     """`DEFAULT_IS` against the best other scheduler in every cell (file × congestion control ×
     sweep point) of the paper scenarios, on the metrics each file's paper reports: how many
     cells it is better, level (within `SCORE_TIE`) or behind in, per metric, and the cells it
-    is behind in."""
+    is behind in. Beside the means, the paired comparison over seeds against the best other:
+    how many of the better and behind cells differ by more than the 95 % confidence interval
+    of the seed-by-seed difference (the rest could be the draw of the seeds)."""
     counts = {label: [0, 0, 0] for _, label, _, _ in SCORE_METRICS}
+    beyond = {label: [0, 0] for _, label, _, _ in SCORE_METRICS}
     behind = []
     for path in sorted(glob.glob(os.path.join(FIGURES, "*", "rows.json"))):
         stem = os.path.basename(os.path.dirname(path))
@@ -444,28 +480,44 @@ def scorecard():
                     return None if src is None else src.get(field)
 
                 mine = value(ours)
-                theirs = [(v, r["scheduler"]) for r in others if (v := value(r)) is not None]
+                theirs = [(v, r["scheduler"], r) for r in others if (v := value(r)) is not None]
                 if mine is None or not theirs:
                     continue
-                best, who = min(theirs)
+                best, who, best_row = min(theirs, key=lambda t: (t[0], t[1]))
                 slack = SCORE_TIE * abs(best)
+                pair = paired(ours, best_row, value)
+                clear = pair is not None and abs(pair[1]) > pair[2]
                 if mine < best - slack:
                     counts[label][0] += 1
+                    beyond[label][0] += clear
                 elif mine <= best + slack:
                     counts[label][1] += 1
                 else:
                     counts[label][2] += 1
+                    beyond[label][1] += clear
                     sweep = "" if ours.get("sweep") is None else f" {ours['sweep']}"
-                    behind.append(f"{stem} {ours['cc']}{sweep}: {label} {mine:.4g} against {who}'s {best:.4g}")
+                    line = f"{stem} {ours['cc']}{sweep}: {label} {mine:.4g} against {who}'s {best:.4g}"
+                    if pair is not None:
+                        n, diff, half = pair
+                        verdict = "beyond" if clear else "within"
+                        line += f"; paired over {n} seeds {diff:+.3g} ± {half:.3g}, {verdict} the 95 % interval"
+                    behind.append(line)
     lines = [
         f"`{DEFAULT_IS}` against the best other scheduler of each cell (file × control × sweep point, "
         f"every `rows.json` under `docs/figures/*/`; lower is better; within {SCORE_TIE:.1%} of "
-        "the best is level; discarded pictures in Kondo's files, GOP pauses in MPRD's):",
+        "the best is level; discarded pictures in Kondo's files, GOP pauses in MPRD's). Of the "
+        "cells better or behind, *paired* counts those whose seed-by-seed difference from the "
+        "best other (same seeds, same draws of the links) has a 95 % confidence interval "
+        "that excludes zero:",
         "",
-        "| metric | better | level | behind |",
-        "|---|---|---|---|",
+        "| metric | better | level | behind | better, paired | behind, paired |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {label} | {b} | {t} | {k} |" for label, (b, t, k) in counts.items() if b + t + k]
+    lines += [
+        f"| {label} | {b} | {t} | {k} | {beyond[label][0]} | {beyond[label][1]} |"
+        for label, (b, t, k) in counts.items()
+        if b + t + k
+    ]
     lines += [""] + (["Behind in:", ""] + [f"- {b}" for b in behind] if behind else ["Behind in: none."])
     return "\n".join(lines) + "\n"
 
