@@ -427,7 +427,11 @@ T_975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31
 
 
 def t_975(df):
-    """Student's t quantile for `df` degrees of freedom (the table's next lower entry: wider)."""
+    """Student's t quantile for `df` degrees of freedom (the table's next lower entry: wider).
+
+    >>> t_975(19), t_975(12), t_975(40)
+    (2.09, 2.23, 1.96)
+    """
     return T_975[max(k for k in T_975 if k <= df)] if df < 30 else 1.96
 
 
@@ -435,7 +439,18 @@ def paired(ours, theirs, value):
     """Ours minus theirs, seed by seed (every scheduler of a file runs the same seeds, so the
     links draw the same losses and jitter): (seeds, mean difference, half-width of its 95 %
     confidence interval), or None without per-run results for both (`pcdn sim --runs`) or
-    with fewer than two seeds."""
+    with fewer than two seeds.
+
+    >>> ours = {"runs": [{"seed": 1, "x": 1.0}, {"seed": 2, "x": 2.0}, {"seed": 3, "x": 3.0}]}
+    >>> theirs = {"runs": [{"seed": 1, "x": 0.0}, {"seed": 2, "x": 1.0}, {"seed": 3, "x": 2.5}]}
+    >>> n, mean, half = paired(ours, theirs, lambda r: r["x"])
+    >>> n, round(mean, 4), round(half, 4)  # differences 1, 1, 0.5: sd 0.2887, t(2) = 4.30
+    (3, 0.8333, 0.7167)
+    >>> paired(ours, {"runs": theirs["runs"][:1]}, lambda r: r["x"]) is None  # one seed in common
+    True
+    >>> paired(ours, {}, lambda r: r["x"]) is None  # no runs listed
+    True
+    """
     mine = {r["seed"]: value(r) for r in ours.get("runs", [])}
     other = {r["seed"]: value(r) for r in theirs.get("runs", [])}
     seeds = sorted(set(mine) & set(other))

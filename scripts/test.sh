@@ -23,6 +23,8 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 { command -v ffmpeg && command -v ffprobe; } >/dev/null 2>&1 || missing+=(ffmpeg)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# scripts/reproduce.py (its doctests below) reads TOML with tomllib: Python 3.11 or later.
+python3 -c 'import tomllib' >/dev/null 2>&1 || missing+=(python3)
 if [ "${#missing[@]}" -gt 0 ]; then
 	step "installing ${missing[*]}"
 	sudo_if_needed=()
@@ -44,6 +46,9 @@ scripts/fuzz.sh "${PCDN_FUZZ_RUNS:-200000}" >target/fuzz-smoke.log 2>&1 || {
 	exit 1
 }
 tail -n 1 target/fuzz-smoke.log
+
+step "scripts/reproduce.py doctests (the scorecard's paired statistics)"
+python3 -m doctest scripts/reproduce.py
 
 step "cargo test"
 cargo test --workspace --locked
