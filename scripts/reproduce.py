@@ -421,18 +421,20 @@ SCORE_METRICS = [
 # Differences within this share of the best other are ties: completion times of 2-core runs
 # that differ by a few milliseconds in minutes say nothing.
 SCORE_TIE = 0.001
-# Student's t at 97.5 % by degrees of freedom (two-sided 95 %); 1.96 past the table.
-T_975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
-         14: 2.14, 19: 2.09, 29: 2.05}
+# Student's t at 97.5 % (two-sided 95 %) for 1..30 degrees of freedom, 1.96 past them: the
+# table of `pcdn sim --against` (crates/sim/src/scenario/paired.rs).
+T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+         2.052, 2.048, 2.045, 2.042]
 
 
 def t_975(df):
-    """Student's t quantile for `df` degrees of freedom (the table's next lower entry: wider).
+    """Student's t quantile for `df` ≥ 1 degrees of freedom.
 
-    >>> t_975(19), t_975(12), t_975(40)
-    (2.09, 2.23, 1.96)
+    >>> t_975(19), t_975(2), t_975(40)
+    (2.093, 4.303, 1.96)
     """
-    return T_975[max(k for k in T_975 if k <= df)] if df < 30 else 1.96
+    return T_975[df - 1] if df <= len(T_975) else 1.96
 
 
 def paired(ours, theirs, value):
@@ -444,8 +446,8 @@ def paired(ours, theirs, value):
     >>> ours = {"runs": [{"seed": 1, "x": 1.0}, {"seed": 2, "x": 2.0}, {"seed": 3, "x": 3.0}]}
     >>> theirs = {"runs": [{"seed": 1, "x": 0.0}, {"seed": 2, "x": 1.0}, {"seed": 3, "x": 2.5}]}
     >>> n, mean, half = paired(ours, theirs, lambda r: r["x"])
-    >>> n, round(mean, 4), round(half, 4)  # differences 1, 1, 0.5: sd 0.2887, t(2) = 4.30
-    (3, 0.8333, 0.7167)
+    >>> n, round(mean, 4), round(half, 4)  # differences 1, 1, 0.5: sd 0.2887, t(2) = 4.303
+    (3, 0.8333, 0.7172)
     >>> paired(ours, {"runs": theirs["runs"][:1]}, lambda r: r["x"]) is None  # one seed in common
     True
     >>> paired(ours, {}, lambda r: r["x"]) is None  # no runs listed

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pcdn_sim::scenario::{FullRow, PlayerRow, Scenario};
+use pcdn_sim::scenario::{FullRow, PlayerRow, RunMetrics, Scenario, paired};
 
 /// The scenario `pcdn sim` runs without a FILE.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.toml");
@@ -45,6 +45,11 @@ pub struct SimArgs {
     /// Runs simulated at once (default: one per core). The output does not depend on it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
+    /// After the table, each other scheduler's rows against SCHEDULER's in the same cell
+    /// (congestion control × sweep point), seed by seed: the mean difference (row −
+    /// SCHEDULER) and its 95 % confidence interval, `*` where the interval excludes zero.
+    #[arg(long, value_name = "SCHEDULER", conflicts_with = "json")]
+    against: Option<String>,
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
@@ -61,6 +66,20 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     }
     if let Some(repeat) = args.repeat {
         scenario.set_repeat(repeat);
+    }
+    if let Some(name) = &args.against {
+        let schedulers = scenario
+            .points
+            .first()
+            .map(|p| p.schedulers.clone())
+            .unwrap_or_default();
+        if !schedulers.contains(name) {
+            bail!(
+                "{}: --against {name}: not among the file's [client] schedulers ({})",
+                scenario.file,
+                schedulers.join(", ")
+            );
+        }
     }
     if args.plot.is_some() && scenario.sweep_key.is_none() {
         bail!(
@@ -85,7 +104,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let rows = scenario.run_full(args.threads, &|| progress.inc(1));
     progress.finish_and_clear();
     let mut rows = rows?;
-    if !args.runs {
+    if !args.runs && args.against.is_none() {
         rows.iter_mut().for_each(|r| r.runs.clear());
     }
 
@@ -93,6 +112,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows).context("rows as JSON")?);
     } else {
         print!("{}", table(&scenario, &rows));
+        if let Some(name) = &args.against {
+            print!("\n{}", paired_table(&scenario, &rows, name));
+        }
     }
     if let Some(dir) = &args.plot {
         for file in plot::write_charts(&scenario, &rows, dir)? {
@@ -132,13 +154,7 @@ fn column(header: &str, right: bool, cell: impl Fn(&FullRow) -> String + 'static
 /// The rows as an aligned table under a one-line title; with a `[video]`, the player's QoE
 /// follows the transport's metrics.
 fn table(scenario: &Scenario, rows: &[FullRow]) -> String {
-    let mut columns = vec![
-        column("scheduler", false, |r| r.row.scheduler.clone()),
-        column("cc", false, |r| r.row.cc.clone()),
-    ];
-    if let Some(key) = &scenario.sweep_key {
-        columns.push(column(key, false, |r| r.row.sweep.clone().unwrap_or_default()));
-    }
+    let mut columns = cell_columns(scenario);
     columns.extend([
         column("goodput Mbit/s", true, |r| format!("{:.2}", r.row.goodput_mbps)),
         column("capacity Mbit/s", true, |r| format!("{:.2}", r.row.capacity_mbps)),
@@ -180,35 +196,6 @@ fn table(scenario: &Scenario, rows: &[FullRow]) -> String {
             column("jump rate", true, player(|p| format!("{:.3}", p.jump_to_cdn_rate))),
         ]);
     }
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| columns.iter().map(|c| (c.cell)(r)).collect())
-        .collect();
-    let widths: Vec<usize> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            cells
-                .iter()
-                .map(|row| row[i].chars().count())
-                .chain([c.header.len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |out: &mut String, texts: &mut dyn Iterator<Item = &str>| {
-        let mut parts = Vec::with_capacity(columns.len());
-        for ((text, c), &w) in texts.zip(&columns).zip(&widths) {
-            parts.push(if c.right {
-                format!("{text:>w$}")
-            } else {
-                format!("{text:<w$}")
-            });
-        }
-        out.push_str(parts.join("  ").trim_end());
-        out.push('\n');
-    };
-
     let mut out = String::new();
     let repeats: Vec<u32> = scenario.points.iter().map(|p| p.repeat).collect();
     let seed = scenario.points.first().map_or(0, |p| p.seed);
@@ -227,6 +214,104 @@ fn table(scenario: &Scenario, rows: &[FullRow]) -> String {
         );
     }
     out.push('\n');
+    out + &render(&columns, rows.iter())
+}
+
+/// The cell columns: scheduler, control, and the swept value if there is one.
+fn cell_columns(scenario: &Scenario) -> Vec<Column> {
+    let mut columns = vec![
+        column("scheduler", false, |r| r.row.scheduler.clone()),
+        column("cc", false, |r| r.row.cc.clone()),
+    ];
+    if let Some(key) = &scenario.sweep_key {
+        columns.push(column(key, false, |r| r.row.sweep.clone().unwrap_or_default()));
+    }
+    columns
+}
+
+/// `--against`: every row of another scheduler beside `against`'s row of the same cell, each
+/// metric as the mean seed-by-seed difference ± the half-width of its 95 % interval.
+fn paired_table(scenario: &Scenario, rows: &[FullRow], against: &str) -> String {
+    let cell = |r: &FullRow| (r.row.cc.clone(), r.row.sweep.clone());
+    let references: std::rc::Rc<Vec<FullRow>> =
+        std::rc::Rc::new(rows.iter().filter(|r| r.row.scheduler == against).cloned().collect());
+    let mut columns = cell_columns(scenario);
+    let mut metric = |header: &str, decimals: usize, value: fn(&RunMetrics) -> Option<f64>| {
+        let references = references.clone();
+        columns.push(column(header, true, move |r| {
+            let Some(reference) = references.iter().find(|q| cell(q) == cell(r)) else {
+                return "-".to_owned();
+            };
+            let values = |row: &FullRow| {
+                row.runs
+                    .iter()
+                    .map(|run| value(&run.metrics))
+                    .collect::<Option<Vec<f64>>>()
+            };
+            match values(r).zip(values(reference)).and_then(|(a, b)| paired(&a, &b)) {
+                Some(p) => format!(
+                    "{:+.decimals$} ± {:.decimals$}{}",
+                    p.mean,
+                    p.half_width,
+                    if p.is_clear() { "*" } else { " " }
+                ),
+                None => "-".to_owned(),
+            }
+        }));
+    };
+    metric("aggregation", 4, |m| Some(m.aggregation));
+    metric("completion s", 3, |m| m.completion_s);
+    metric("ofo mean kB", 1, |m| Some(m.ofo_mean_bytes / 1e3));
+    metric("wait p99 ms", 2, |m| Some(m.wait_p99_ms));
+    metric("waste", 4, |m| Some(m.waste));
+    if rows.iter().any(|r| r.player.is_some()) {
+        metric("first frame s", 4, |m| {
+            m.player.as_ref()?.first_frame_latency.map(|d| d.as_secs_f64())
+        });
+        metric("rebuffers", 2, |m| m.player.as_ref().map(|p| p.rebuffer_count as f64));
+        metric("stall %", 3, |m| m.player.as_ref().map(|p| p.stall_percentage));
+        metric("frames discarded", 1, |m| {
+            m.player.as_ref().map(|p| p.frames_discarded as f64)
+        });
+    }
+    let others: Vec<&FullRow> = rows.iter().filter(|r| r.row.scheduler != against).collect();
+    let seeds = rows.first().map_or(0, |r| r.runs.len());
+    format!(
+        "against {against}, seed by seed over {seeds} seeds: mean difference (row − {against}) ± \
+         95 % interval; * where the interval excludes zero\n{}",
+        render(&columns, others.into_iter())
+    )
+}
+
+/// Header, rule and one line per row, each column as wide as its widest text.
+fn render<'a>(columns: &[Column], rows: impl Iterator<Item = &'a FullRow>) -> String {
+    let cells: Vec<Vec<String>> = rows.map(|r| columns.iter().map(|c| (c.cell)(r)).collect()).collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cells
+                .iter()
+                .map(|row| row[i].chars().count())
+                .chain([c.header.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |out: &mut String, texts: &mut dyn Iterator<Item = &str>| {
+        let mut parts = Vec::with_capacity(columns.len());
+        for ((text, c), &w) in texts.zip(columns).zip(&widths) {
+            parts.push(if c.right {
+                format!("{text:>w$}")
+            } else {
+                format!("{text:<w$}")
+            });
+        }
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+
+    let mut out = String::new();
     line(&mut out, &mut columns.iter().map(|c| c.header.as_str()));
     let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
     line(&mut out, &mut rule.iter().map(String::as_str));

@@ -157,6 +157,40 @@ fn runs_lists_each_seed_whose_metrics_average_to_the_row() {
 }
 
 #[test]
+fn against_pairs_each_other_row_with_the_named_scheduler_seed_by_seed() {
+    let file = scenario_file("against.toml", SWEEP);
+    let out = stdout_of(pcdn().arg("sim").arg(&file).args(["--against", "minrtt"]));
+    let text = String::from_utf8(out).unwrap();
+    let (_, paired) = text
+        .split_once("against minrtt, seed by seed over 2 seeds")
+        .expect(&text);
+    let lines: Vec<&str> = paired.lines().skip(1).collect();
+    assert!(
+        lines[0].contains("aggregation") && lines[0].contains("completion s"),
+        "{paired}"
+    );
+    let rows: Vec<&str> = lines[2..].to_vec();
+    assert_eq!(rows.len(), 2, "round-robin at each sweep point:\n{paired}");
+    for (row, delay) in rows.iter().zip(["20ms", "60ms"]) {
+        let words: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&words[..3], ["round-robin", "cubic", delay], "{row}");
+        assert_eq!(row.matches('±').count(), 5, "one interval per metric: {row}");
+    }
+    let out = pcdn()
+        .arg("sim")
+        .arg(&file)
+        .args(["--against", "blest"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--against blest") && err.contains("minrtt, round-robin"),
+        "{err}"
+    );
+}
+
+#[test]
 fn seed_and_repeat_override_the_file() {
     let file = scenario_file("override.toml", SWEEP);
     let out = stdout_of(pcdn().arg("sim").arg(&file).args(["--json", "--repeat", "1"]));

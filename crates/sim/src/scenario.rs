@@ -6,6 +6,7 @@
 //! line when there is one, the dotted key and what was expected:
 //! `scenarios/x.toml:14: server.edge1.link.rate: expected a rate such as "10mbit", ...`.
 
+mod paired;
 mod runner;
 mod tree;
 
@@ -25,6 +26,7 @@ use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
 use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
+pub use paired::{Paired, paired};
 pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
 use tree::Tree;
 pub use tree::desugar_knobs;
