@@ -1106,6 +1106,38 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_players_next_packet_barely_overdue_is_asked_again_only_when_it_must_go_now() {
+        // Packet 10_000, asked on the 80 ms path at 1.1 s, whose answers vary by 50 ms: its
+        // modelled answer, with the error terms, is at 1.23 s. 20 ms past it the original is
+        // more likely late than lost: with 100 ms buffered the 20 ms path goes on with the
+        // queue, with 30 ms it must ask again now to land in time; 170 ms past it (over 3
+        // deviations) it asks again with 100 ms buffered.
+        for (now_ms, buffer_ms, expected) in [(1_250, 100, 10_001), (1_250, 30, 10_000), (1_400, 100, 10_000)] {
+            let mut f = Fixture::new(vec![path(1, 80, 8, 0)], 10_000..10_010);
+            f.now = Instant::from_nanos(1_100_000_000);
+            let mut w = Weave::default();
+            let first = w.next(&f.view()).unwrap();
+            f.apply(first);
+            w.clocks.get_mut(&PathId(1)).unwrap().deviation = 0.05;
+            f.paths.insert(0, path(0, 20, 8, 0));
+            f.now = Instant::from_nanos(now_ms * 1_000_000);
+            let spec = VideoSpec::new(8_000_000, Duration::from_secs(60));
+            let mut player = Player::new(spec, Instant::ZERO).unwrap();
+            player.on_delivered(Instant::ZERO, 1_000 * (now_ms + buffer_ms));
+            player.advance(f.now);
+            f.player = Some(player);
+            assert_eq!(
+                w.next(&f.view()),
+                Some(Pick {
+                    path: PathId(0),
+                    seq: expected
+                }),
+                "{buffer_ms} ms buffered at {now_ms} ms"
+            );
+        }
+    }
+
     /// The pipe-cap RTT of a round trip of 100 ms (opened by a 100 ms sample at 0) whose
     /// other answers, none queued behind the model's requests, measured `samples_ms`; closed
     /// by an answer at 100 ms.
