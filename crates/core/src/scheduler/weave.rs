@@ -1068,39 +1068,47 @@ mod tests {
         );
     }
 
+    /// Packet 10_000, the player's next, asked on the 80 ms path 1 at 1.1 s, whose answers
+    /// vary by `deviation` seconds; at `now_ms` the 20 ms path 0 has room and `buffer_ms` of
+    /// video is buffered. What does path 0 ask for?
+    fn player_copy_pick(deviation: f64, now_ms: u64, buffer_ms: u64) -> Option<Pick> {
+        let mut f = Fixture::new(vec![path(1, 80, 8, 0)], 10_000..10_010);
+        f.now = Instant::from_nanos(1_100_000_000);
+        let mut w = Weave::default();
+        let first = w.next(&f.view()).unwrap();
+        assert_eq!(
+            first,
+            Pick {
+                path: PathId(1),
+                seq: 10_000
+            }
+        );
+        f.apply(first);
+        w.clocks.get_mut(&PathId(1)).unwrap().deviation = deviation;
+        f.paths.insert(0, path(0, 20, 8, 0));
+        f.now = Instant::from_nanos(now_ms * 1_000_000);
+        // 8 Mbit/s: a millisecond of video is 1000 bytes.
+        let spec = VideoSpec::new(8_000_000, Duration::from_secs(60));
+        let mut player = Player::new(spec, Instant::ZERO).unwrap();
+        player.on_delivered(Instant::ZERO, 1_000 * (now_ms + buffer_ms));
+        player.advance(f.now);
+        f.player = Some(player);
+        w.next(&f.view())
+    }
+
+    fn on_path_0(seq: u64) -> Option<Pick> {
+        Some(Pick { path: PathId(0), seq })
+    }
+
     #[test]
     fn the_players_next_packet_overdue_on_its_path_is_asked_again_when_the_buffer_runs_short() {
-        // Packet 10_000, the player's next, asked on the 80 ms path at 1.1 s, is overdue at
-        // 1.2 s. Lost there, it could take that path's RTO (240 ms) to be found, and the 20 ms
-        // path's answer to come: with 100 ms of video buffered the fast path asks for it
-        // again; with 400 ms it takes the head of the queue.
+        // Overdue at 1.2 s. Lost, it could take the 80 ms path's RTO (240 ms) to be found,
+        // and the 20 ms path's answer to come: with 100 ms of video buffered the fast path
+        // asks for it again; with 400 ms it takes the head of the queue.
         for (buffer_ms, expected) in [(100, 10_000), (400, 10_001)] {
-            let mut f = Fixture::new(vec![path(1, 80, 8, 0)], 10_000..10_010);
-            f.now = Instant::from_nanos(1_100_000_000);
-            let mut w = Weave::default();
-            let first = w.next(&f.view()).unwrap();
             assert_eq!(
-                first,
-                Pick {
-                    path: PathId(1),
-                    seq: 10_000
-                }
-            );
-            f.apply(first);
-            f.paths.insert(0, path(0, 20, 8, 0));
-            f.now = Instant::from_nanos(1_200_000_000);
-            // 8 Mbit/s: a millisecond of video is 1000 bytes.
-            let spec = VideoSpec::new(8_000_000, Duration::from_secs(60));
-            let mut player = Player::new(spec, Instant::ZERO).unwrap();
-            player.on_delivered(Instant::ZERO, 1_000 * (1_200 + buffer_ms));
-            player.advance(f.now);
-            f.player = Some(player);
-            assert_eq!(
-                w.next(&f.view()),
-                Some(Pick {
-                    path: PathId(0),
-                    seq: expected
-                }),
+                player_copy_pick(0.0, 1_200, buffer_ms),
+                on_path_0(expected),
                 "{buffer_ms} ms buffered"
             );
         }
@@ -1108,31 +1116,14 @@ mod tests {
 
     #[test]
     fn the_players_next_packet_barely_overdue_is_asked_again_only_when_it_must_go_now() {
-        // Packet 10_000, asked on the 80 ms path at 1.1 s, whose answers vary by 50 ms: its
-        // modelled answer, with the error terms, is at 1.23 s. 20 ms past it the original is
-        // more likely late than lost: with 100 ms buffered the 20 ms path goes on with the
-        // queue, with 30 ms it must ask again now to land in time; 170 ms past it (over 3
-        // deviations) it asks again with 100 ms buffered.
+        // Answers that vary by 50 ms put the modelled answer, with the error terms, at 1.23 s.
+        // 20 ms past it the original is more likely late than lost: with 100 ms buffered the
+        // 20 ms path goes on with the queue, with 30 ms it must ask again now to land in
+        // time; 170 ms past it (over 3 deviations) it asks again with 100 ms buffered.
         for (now_ms, buffer_ms, expected) in [(1_250, 100, 10_001), (1_250, 30, 10_000), (1_400, 100, 10_000)] {
-            let mut f = Fixture::new(vec![path(1, 80, 8, 0)], 10_000..10_010);
-            f.now = Instant::from_nanos(1_100_000_000);
-            let mut w = Weave::default();
-            let first = w.next(&f.view()).unwrap();
-            f.apply(first);
-            w.clocks.get_mut(&PathId(1)).unwrap().deviation = 0.05;
-            f.paths.insert(0, path(0, 20, 8, 0));
-            f.now = Instant::from_nanos(now_ms * 1_000_000);
-            let spec = VideoSpec::new(8_000_000, Duration::from_secs(60));
-            let mut player = Player::new(spec, Instant::ZERO).unwrap();
-            player.on_delivered(Instant::ZERO, 1_000 * (now_ms + buffer_ms));
-            player.advance(f.now);
-            f.player = Some(player);
             assert_eq!(
-                w.next(&f.view()),
-                Some(Pick {
-                    path: PathId(0),
-                    seq: expected
-                }),
+                player_copy_pick(0.05, now_ms, buffer_ms),
+                on_path_0(expected),
                 "{buffer_ms} ms buffered at {now_ms} ms"
             );
         }
