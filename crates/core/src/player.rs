@@ -198,6 +198,21 @@ impl VideoSpec {
     pub fn frame_bytes(&self, index: u64) -> std::ops::Range<u64> {
         self.bytes_at(self.frame_start(index))..self.bytes_at(self.frame_start(index + 1))
     }
+
+    /// The first frame that starts at or after video time `t` (`frames()` past the last).
+    pub fn first_frame_from(&self, t: Duration) -> u64 {
+        let fps = u128::from(self.fps.max(1));
+        let guess = u64::try_from((t.as_nanos() * fps).div_ceil(NANOS_PER_SEC)).unwrap_or(u64::MAX);
+        // `frame_start` rounds down to the nanosecond: step to the exact answer.
+        let mut index = guess.min(self.frames());
+        while index > 0 && self.frame_start(index - 1) >= t {
+            index -= 1;
+        }
+        while index < self.frames() && self.frame_start(index) < t {
+            index += 1;
+        }
+        index
+    }
 }
 
 fn count_slices(total: Duration, slice: Duration) -> u64 {
@@ -582,6 +597,18 @@ mod tests {
     fn spec() -> VideoSpec {
         // 8 Mbit/s: one byte is one microsecond of video.
         VideoSpec::new(8_000_000, Duration::from_secs(25))
+    }
+
+    #[test]
+    fn the_first_frame_from_an_instant_starts_at_or_after_it() {
+        let spec = VideoSpec::new(8_000_000, Duration::from_secs(2));
+        // 30 frames a second: frame 20 starts at 0.666… s, rounded down to the nanosecond.
+        let start = spec.frame_start(20);
+        assert_eq!(spec.first_frame_from(Duration::ZERO), 0);
+        assert_eq!(spec.first_frame_from(start), 20);
+        assert_eq!(spec.first_frame_from(start + Duration::from_nanos(1)), 21);
+        assert_eq!(spec.first_frame_from(start - Duration::from_nanos(1)), 20);
+        assert_eq!(spec.first_frame_from(Duration::from_secs(2)), spec.frames());
     }
 
     #[test]

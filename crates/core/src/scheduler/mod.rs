@@ -120,6 +120,15 @@ impl<'a> Pending<'a> {
         let seq = self.next_new + (n - lost);
         (seq < self.new_end).then_some(seq)
     }
+    /// Position of `seq` in the queue (as `nth` counts), if it is pending.
+    pub fn rank(&self, seq: u64) -> Option<u64> {
+        if self.holes.contains(&seq) {
+            return Some(self.holes.range(..seq).count() as u64);
+        }
+        (self.next_new..self.new_end)
+            .contains(&seq)
+            .then(|| self.holes.len() as u64 + (seq - self.next_new))
+    }
     /// All pending sequence numbers in order.
     pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
         self.holes.iter().copied().chain(self.next_new..self.new_end)

@@ -110,6 +110,25 @@
 //!   (the player scenario, 16 Mbit/s, seed 12: a frame packet lost on the jittery edge was
 //!   copied on the 30 ms edge, whose queue answered in 44 ms, where the CDN's did in 27;
 //!   20 seeds: the first frame 0–2 ms sooner in every cell).
+//! - **Playback about to run dry stalls at a frame's start**: with a player, while packets
+//!   arrive slower than the video plays (ρ < 1, video seconds a second over the last 2 s),
+//!   the buffer ahead of the playhead shrinks by `1 − ρ` a second, and from where it would
+//!   hold less than a frame every frame is entered before all of it is in: Kondo's picture
+//!   discard, about `1 ÷ (1 − ρ)` frames (25 at ρ = 0.96) before it runs dry. The packet
+//!   starting that frame (its first full one) is held back, so the playhead stops there and
+//!   one frame is lost, not a creep of them; it is asked for once playback stalls, well
+//!   within the 1 s the player waits for. The buffer is what has arrived, in order or not,
+//!   less what the paths' different delays keep out of order all along (each two round
+//!   trips of the slowest path, the most that waited; their median over 2 s, as a lost
+//!   packet's hole comes and goes): the in-order bytes advance in steps, one per answer
+//!   that fills the hole at the cursor, and a frame is entered just before a step as often
+//!   as anywhere. Holding any earlier than the creep costs underflows: over a video, the
+//!   stalled time is what the missing rate makes it, but each stall that starts with more
+//!   arrived makes the next one come sooner. Once a pick went past it, the packet stays
+//!   held while the prediction puts the stall no more than 250 ms past it. Kondo's C and E
+//!   under LIA, OLIA and BALIA, 20 seeds: 32.6–41.8 discarded pictures where 37.4–79.2 were
+//!   (the best other's 29.8–49.2), 0.5–0.95 more underflows (still fewer than any other's),
+//!   the stalled time within 0.02 points; every other scenario unchanged.
 //! - **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
 //!   sooner one, and whose queueing delay moves with that path's at the same scale
 //!   (coherence ≥ 0.9, `estimate::shared`) while the sooner path's peak covers what both
@@ -121,13 +140,14 @@
 //!   (two separate links the same requests fill at once, which the coherence alone cannot
 //!   tell apart).
 
-use super::{Pick, SchedEvent, Scheduler, View};
+use super::{Pending, Pick, SchedEvent, Scheduler, View};
 use crate::estimate::{SharedBottleneck, WindowedMax};
 use crate::path::PathId;
+use crate::player::Player;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 
 /// Maps keyed by path ids and sequence numbers: ours, not an attacker's, so a fast hash
@@ -184,6 +204,12 @@ const OVERDUE_DEVIATIONS: f64 = 3.0;
 /// lost (on a 6 %-loss path, about 9 in 10), and a copy that comes back twice takes capacity
 /// the video needs where both paths together carry less than its rate.
 const PLAYER_COPY_SLACK: f64 = 0.02;
+/// Span over which the in-order front's rate is measured for the stall prediction, and the
+/// least time between two of its samples.
+const FRONT_WINDOW: Duration = Duration::from_secs(2);
+const FRONT_SAMPLE: Duration = Duration::from_millis(10);
+/// How far past the predicted stall a packet already held back stays held.
+const HOLD_SLACK: Duration = Duration::from_millis(250);
 /// The random-loss share the pipe cap makes up for at most.
 const MAX_LOSS: f64 = 0.3;
 /// Coherence of two paths' queueing delays from which they are taken to share a queue.
@@ -365,6 +391,39 @@ pub struct Weave {
     wake: Option<Instant>,
     /// The per-path values of the call under way (`PerCall`).
     call: PerCall,
+    /// Unique packets arrived, and their count at instants at least `FRONT_SAMPLE` apart
+    /// over the last `FRONT_WINDOW` (and one sample before it).
+    arrived: u64,
+    arrivals: VecDeque<(Instant, u64)>,
+    /// While playing: each round trip's start and the most video out of order in it
+    /// (`steady_out_of_order`).
+    out_of_order: VecDeque<(Instant, f64)>,
+    /// The packet held back for a stall once a pick went past it, and its frame
+    /// (`Weave::stall_hold`); the one this call would hold.
+    held: Option<(u64, u64)>,
+    candidate: Option<(u64, u64)>,
+}
+
+/// The pending queue as `choose` reads it: without the packet held back for a stall
+/// (`Weave::stall_hold`), if that one is pending.
+#[derive(Clone, Copy)]
+struct Queue<'a> {
+    pending: Pending<'a>,
+    /// Position of the held packet in `pending`.
+    held: Option<u64>,
+}
+
+impl Queue<'_> {
+    fn len(&self) -> u64 {
+        self.pending.len() - u64::from(self.held.is_some())
+    }
+
+    fn nth(&self, n: u64) -> Option<u64> {
+        match self.held {
+            Some(rank) if n >= rank => self.pending.nth(n + 1),
+            _ => self.pending.nth(n),
+        }
+    }
 }
 
 /// What one `next()` call reads of each path, computed once per call rather than once per
@@ -377,6 +436,8 @@ struct PerCall {
     rate: Vec<f64>,
     sooner: Vec<f64>,
     order: Vec<usize>,
+    /// Room for `Weave::steady_out_of_order`'s median.
+    scratch: Vec<f64>,
 }
 
 /// Two paths found to wait in one queue: the sooner is kept, the other left idle.
@@ -870,9 +931,149 @@ impl Weave {
         self.pick(now, p, seq, arrival)
     }
 
+    /// Samples the count of packets arrived (at most once per `FRONT_SAMPLE`), keeping one
+    /// sample at or before `FRONT_WINDOW` ago.
+    fn sample_arrivals(&mut self, now: Instant) {
+        if self.arrivals.back().is_none_or(|&(at, _)| now >= at + FRONT_SAMPLE) {
+            self.arrivals.push_back((now, self.arrived));
+        }
+        while self.arrivals.get(1).is_some_and(|&(at, _)| at + FRONT_WINDOW <= now) {
+            self.arrivals.pop_front();
+        }
+    }
+
+    /// Video seconds of new packets that arrived per second over the last `FRONT_WINDOW`: the
+    /// rate the in-order bytes advance at, whatever is held back; `None` before a window's
+    /// worth of samples.
+    fn arrival_rate(&self, view: &View<'_>, bitrate_bps: u64) -> Option<f64> {
+        let &(since, from) = self.arrivals.front()?;
+        let span = (view.now - since).as_secs_f64();
+        if since + FRONT_WINDOW > view.now || span <= 0.0 || bitrate_bps == 0 {
+            return None;
+        }
+        let bits = (self.arrived - from) as f64 * view.packet_size as f64 * 8.0;
+        Some(bits / bitrate_bps as f64 / span)
+    }
+
+    /// Seconds of video that arrived but wait out of order, as the paths' different delays
+    /// keep it all along: over each round trip of the slowest path, the most that waited
+    /// (the in-order bytes advance in steps, one per answer that fills the hole at the
+    /// cursor, and a frame is as likely to be entered just before a step as anywhere), and
+    /// the median of those over the last `FRONT_WINDOW`: a lost packet's hole lasts a round
+    /// trip or two and comes and goes, and between two tasks nothing waits.
+    fn steady_out_of_order(&mut self, view: &View<'_>, out_of_order: f64) -> f64 {
+        let now = view.now;
+        let round = view.paths.iter().map(|p| p.srtt).max().unwrap_or(Duration::ZERO) * 2;
+        match self.out_of_order.back_mut() {
+            Some((start, most)) if now < *start + round => *most = most.max(out_of_order),
+            _ => self.out_of_order.push_back((now, out_of_order)),
+        }
+        while self
+            .out_of_order
+            .front()
+            .is_some_and(|&(start, _)| start + FRONT_WINDOW < now)
+        {
+            self.out_of_order.pop_front();
+        }
+        let complete = self.out_of_order.len().saturating_sub(1);
+        if complete == 0 {
+            return out_of_order;
+        }
+        let most = &mut self.call.scratch;
+        most.clear();
+        most.extend(self.out_of_order.iter().take(complete).map(|&(_, most)| most));
+        *most.select_nth_unstable_by(complete / 2, f64::total_cmp).1
+    }
+
+    /// The first packet not in yet, were `held` in: the in-order cursor, or past `held` when
+    /// it is the cursor.
+    fn front_without(view: &View<'_>, held: Option<u64>) -> u64 {
+        let Some(held) = held.filter(|&h| h == view.cursor) else {
+            return view.cursor;
+        };
+        let pending = view
+            .pending
+            .holes
+            .range(held + 1..)
+            .next()
+            .copied()
+            .unwrap_or(view.pending.next_new);
+        let mut in_flight = pending;
+        view.scan_in_flight(&mut |seq, _| {
+            if seq > held {
+                in_flight = seq;
+                return false;
+            }
+            true
+        });
+        pending.min(in_flight)
+    }
+
+    /// While playing, with packets arriving slower than the video plays, the frame the
+    /// playhead would reach with less than a frame of it in: the buffer ahead of the
+    /// playhead shrinks by `(1 − ρ)` a second, ρ the arrivals' rate in video seconds a second,
+    /// so `v` seconds past the playhead it holds `B − (1 − ρ)·v`, under a frame from
+    /// `v = (B − frame) ÷ (1 − ρ)`. `B` counts the packet held back (`held`) as in.
+    fn stall_frame(&mut self, view: &View<'_>, held: Option<u64>) -> Option<u64> {
+        let player = view.player?;
+        if !player.has_started() || player.is_stalled() || player.is_finished() {
+            self.out_of_order.clear();
+            return None;
+        }
+        let spec = player.spec();
+        let position = player.position(view.now);
+        let front = spec.time_of(Self::front_without(view, held).saturating_mul(view.packet_size));
+        let arrived = spec.time_of(self.arrived.max(view.cursor).saturating_mul(view.packet_size));
+        let out_of_order = self.steady_out_of_order(view, arrived.saturating_sub(front).as_secs_f64());
+        let buffer = arrived.saturating_sub(position).as_secs_f64() - out_of_order;
+        let rate = self.arrival_rate(view, spec.bitrate_bps)?;
+        if rate >= 1.0 {
+            return None;
+        }
+        let frame = 1.0 / f64::from(spec.fps.max(1));
+        let ahead = ((buffer - frame) / (1.0 - rate)).clamp(0.0, spec.duration.as_secs_f64());
+        let index = spec.first_frame_from(position + Duration::from_secs_f64(ahead));
+        (index < spec.frames()).then_some(index)
+    }
+
+    /// The packet held back so that playback, about to run dry, stalls at a frame's start
+    /// instead of creeping through incomplete frames: from the frame `stall_frame` finds,
+    /// each frame is entered before all of it is in, and discarded (Kondo's picture
+    /// discard), about `1 ÷ (1 − ρ)` of them before the buffer runs dry (25 at ρ = 0.96).
+    /// The held packet is the frame's second (its first also ends the previous frame): the
+    /// frame is lost either way, the previous one is kept, and the playhead stops a packet
+    /// into the frame. Once a pick went past it (`Weave::held`), the packet stays held while
+    /// the prediction puts the stall no more than `HOLD_SLACK` past it: the prediction moves
+    /// with every burst of arrivals.
+    fn stall_hold(&mut self, view: &View<'_>) -> Option<u64> {
+        let held = self.held.take().filter(|&(seq, _)| view.pending.rank(seq).is_some());
+        let index = self.stall_frame(view, held.map(|(seq, _)| seq))?;
+        let spec = view.player?.spec();
+        if let Some((seq, frame)) = held {
+            if spec.frame_start(frame) <= spec.frame_start(index) + HOLD_SLACK {
+                self.held = held;
+                return Some(seq);
+            }
+        }
+        let size = view.packet_size.max(1);
+        let boundary = |index: u64| spec.bytes_at(spec.frame_start(index)).div_ceil(size);
+        let mut index = index.max(1);
+        // Asked for already: the first frame after it whose packet has not been.
+        while index < spec.frames()
+            && boundary(index) < view.pending.next_new
+            && view.pending.rank(boundary(index)).is_none()
+        {
+            index += 1;
+        }
+        (index < spec.frames()).then(|| {
+            self.candidate = Some((boundary(index), index));
+            boundary(index)
+        })
+    }
+
     /// The decision of one `next()` call, on the per-path values of `call`.
-    fn choose(&mut self, view: &View<'_>, call: &PerCall) -> Option<Pick> {
-        let pending = view.pending.len();
+    fn choose(&mut self, view: &View<'_>, call: &PerCall, queue: Queue<'_>) -> Option<Pick> {
+        let pending = queue.len();
         let soonest = call.at.iter().copied().fold(f64::INFINITY, f64::min);
         // Copies so far against their cap; it moves only with a pick, which ends the call.
         let may_copy = self.copies < COPY_ALLOWANCE + (self.requests as f64 * COPY_SHARE) as u64;
@@ -900,13 +1101,13 @@ impl Weave {
             // has to ask for what of the frame is left first (by Eq. 7, no more than the
             // later path's offset) or wait for its window.
             let frame_copy = first_frame_end
-                .filter(|&end| may_copy && call.at[j] <= soonest && view.pending.nth(k).is_none_or(|seq| seq >= end))
+                .filter(|&end| may_copy && call.at[j] <= soonest && queue.nth(k).is_none_or(|seq| seq >= end))
                 .and_then(|end| self.first_frame_copy(view, call, j, end));
             if let Some(seq) = frame_copy {
                 return self.copy(view.now, p, seq, call.at[j]);
             }
             if k < pending {
-                let seq = view.pending.nth(k)?;
+                let seq = queue.nth(k)?;
                 if k > 0 && self.near_the_buffer_limit(view, call, j, seq) {
                     continue;
                 }
@@ -917,7 +1118,7 @@ impl Weave {
                 // path's turn: the last packet, if it lands before the sooner paths get to it.
                 let theirs = Self::drain_time(call, j, pending).map_or(f64::INFINITY, |d| d + soonest);
                 if call.at[j] < theirs {
-                    let seq = view.pending.nth(pending - 1)?;
+                    let seq = queue.nth(pending - 1)?;
                     return self.pick(view.now, p, seq, call.at[j]);
                 }
                 continue;
@@ -943,10 +1144,34 @@ impl Scheduler for Weave {
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
         self.wake = None;
         self.update_peaks(view);
+        self.sample_arrivals(view.now);
+        self.candidate = None;
+        let held = self.stall_hold(view);
         let mut call = std::mem::take(&mut self.call);
         self.per_call(view, &mut call);
-        let pick = self.choose(view, &call);
+        let queue = Queue {
+            pending: view.pending,
+            held: held.and_then(|seq| view.pending.rank(seq)),
+        };
+        let pick = self.choose(view, &call, queue);
+        if let (Some(seq), Some(pick)) = (held, pick) {
+            // A pick past the packet: it is held from now on, even as the prediction moves.
+            if pick.seq > seq && queue.held.is_some() && self.held.is_none() {
+                self.held = self.candidate;
+            }
+        }
         self.call = call;
+        if queue.held.is_some() {
+            // The hold ends once playback stalls at it: be called then.
+            let dry = view
+                .player
+                .and_then(Player::runs_dry_at)
+                .map(|at| at + Duration::from_micros(1));
+            self.wake = match (self.wake, dry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         pick
     }
 
@@ -956,7 +1181,13 @@ impl Scheduler for Weave {
 
     fn on_event(&mut self, now: Instant, event: &SchedEvent) {
         match *event {
-            SchedEvent::Arrived { path, seq, rtt, .. } => {
+            SchedEvent::Arrived {
+                path,
+                seq,
+                rtt,
+                duplicate,
+            } => {
+                self.arrived += u64::from(!duplicate);
                 self.copied.remove(&seq);
                 let state = self.clocks.entry(path).or_default();
                 let predicted = self.predicted.remove(&(path, seq));
@@ -1094,6 +1325,62 @@ mod tests {
         player.advance(f.now);
         f.player = Some(player);
         w.next(&f.view())
+    }
+
+    /// A player 2 s into a video of 1000-byte packets at 8 Mbit/s (a packet a millisecond of
+    /// video, 30 frames a second) with 100 ms in order ahead of the playhead, `arrived`
+    /// packets having come in the last 2 s, and nothing in flight: what does a path with room
+    /// for 700 requests ask for?
+    fn picks_near_a_stall(arrived: u64) -> Vec<u64> {
+        let mut f = Fixture::new(vec![path(0, 20, 700, 0)], 2_100..10_000);
+        let mut w = Weave::default();
+        w.sample_arrivals(Instant::ZERO);
+        for seq in 0..arrived {
+            let event = SchedEvent::Arrived {
+                path: PathId(0),
+                seq,
+                rtt: Duration::ZERO,
+                duplicate: false,
+            };
+            w.on_event(Instant::from_nanos(seq * 1_000_000), &event);
+        }
+        f.now = Instant::from_nanos(2_000_000_000);
+        let mut player = Player::new(VideoSpec::new(8_000_000, Duration::from_secs(60)), Instant::ZERO).unwrap();
+        player.on_delivered(Instant::ZERO, 2_100_000);
+        player.advance(f.now);
+        f.player = Some(player);
+        seqs_of(&f.run(&mut w))
+    }
+
+    #[test]
+    fn playback_about_to_run_dry_stalls_at_a_frames_start() {
+        // 1 700 packets in 2 s: the in-order bytes advance at 0.85 of the video's rate, and
+        // the 100 ms buffered fall under a frame (33 ms) (100 − 33) ÷ (1 − 0.85) = 444 ms past
+        // the playhead, from frame 74 (2.467 s, bytes from 2 466 667) on. Its first full
+        // packet, 2 467, is held back: the playhead stops there instead of entering every
+        // frame after it before all of it is in.
+        let picks = picks_near_a_stall(1_700);
+        assert_eq!(picks.len(), 700);
+        assert!(picks.contains(&2_466) && picks.contains(&2_468));
+        assert!(!picks.contains(&2_467));
+        // At 1.1 times the video's rate the buffer grows: nothing is held.
+        let picks = picks_near_a_stall(2_200);
+        assert_eq!(picks, (2_100..2_800).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_pending_packets_rank_counts_the_holes_first() {
+        let holes = [3, 7].into_iter().collect();
+        let pending = Pending {
+            holes: &holes,
+            next_new: 10,
+            new_end: 20,
+        };
+        assert_eq!(pending.rank(7), Some(1));
+        assert_eq!(pending.rank(12), Some(4));
+        assert_eq!(pending.nth(4), Some(12));
+        assert_eq!(pending.rank(5), None);
+        assert_eq!(pending.rank(20), None);
     }
 
     fn on_path_0(seq: u64) -> Option<Pick> {
