@@ -205,8 +205,8 @@ const OVERDUE_DEVIATIONS: f64 = 3.0;
 /// lost (on a 6 %-loss path, about 9 in 10), and a copy that comes back twice takes capacity
 /// the video needs where both paths together carry less than its rate.
 const PLAYER_COPY_SLACK: f64 = 0.02;
-/// Span over which the in-order front's rate is measured for the stall prediction, and the
-/// least time between two of its samples.
+/// Span over which the stall prediction measures the arrivals' rate and the steady
+/// out-of-order share (`Weave::stall_frame`), and the least time between two samples.
 const FRONT_WINDOW: Duration = Duration::from_secs(2);
 const FRONT_SAMPLE: Duration = Duration::from_millis(10);
 /// How far past the predicted stall a packet already held back stays held.
@@ -396,6 +396,8 @@ pub struct Weave {
     /// over the last `FRONT_WINDOW` (and one sample before it).
     arrived: u64,
     arrivals: VecDeque<(Instant, u64)>,
+    /// The in-order cursor at the first call (before any arrival).
+    first_cursor: Option<u64>,
     /// While playing: each round trip's start and the most video out of order in it
     /// (`steady_out_of_order`).
     out_of_order: VecDeque<(Instant, f64)>,
@@ -957,7 +959,7 @@ impl Weave {
     }
 
     /// Seconds of video that arrived but wait out of order, as the paths' different delays
-    /// keep it all along: over each round trip of the slowest path, the most that waited
+    /// keep it all along: over each two round trips of the slowest path, the most that waited
     /// (the in-order bytes advance in steps, one per answer that fills the hole at the
     /// cursor, and a frame is as likely to be entered just before a step as anywhere), and
     /// the median of those over the last `FRONT_WINDOW`: a lost packet's hole lasts a round
@@ -1014,7 +1016,10 @@ impl Weave {
     /// playhead would reach with less than a frame of it in: the buffer ahead of the
     /// playhead shrinks by `(1 − ρ)` a second, ρ the arrivals' rate in video seconds a second,
     /// so `v` seconds past the playhead it holds `B − (1 − ρ)·v`, under a frame from
-    /// `v = (B − frame) ÷ (1 − ρ)`. `B` counts the packet held back (`held`) as in.
+    /// `v = (B − frame) ÷ (1 − ρ)`. `B` is what has arrived, in order or not, less the
+    /// steady out-of-order share, with the packet held back (`held`) counted as in: the
+    /// in-order bytes alone dip with every lost packet's hole for a round trip or two, and a
+    /// hold placed on a dip stalls with more arrived than needed.
     fn stall_frame(&mut self, view: &View<'_>, held: Option<u64>) -> Option<u64> {
         let player = view.player?;
         if !player.has_started() || player.is_stalled() || player.is_finished() {
@@ -1024,7 +1029,10 @@ impl Weave {
         let spec = player.spec();
         let position = player.position(view.now);
         let front = spec.time_of(Self::front_without(view, held).saturating_mul(view.packet_size));
-        let arrived = spec.time_of(self.arrived.max(view.cursor).saturating_mul(view.packet_size));
+        // One sequence number per packet from the first cursor on: the unique arrivals end
+        // where the in-order bytes would if every hole were filled.
+        let first = self.first_cursor.unwrap_or(view.cursor);
+        let arrived = spec.time_of((first + self.arrived).max(view.cursor).saturating_mul(view.packet_size));
         let out_of_order = self.steady_out_of_order(view, arrived.saturating_sub(front).as_secs_f64());
         let buffer = arrived.saturating_sub(position).as_secs_f64() - out_of_order;
         let rate = self.arrival_rate(view, spec.bitrate_bps)?;
@@ -1145,6 +1153,7 @@ impl Scheduler for Weave {
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
         self.wake = None;
         self.update_peaks(view);
+        self.first_cursor.get_or_insert(view.cursor);
         self.sample_arrivals(view.now);
         self.candidate = None;
         let held = self.stall_hold(view);
@@ -1334,7 +1343,11 @@ mod tests {
     /// for 700 requests ask for?
     fn picks_near_a_stall(arrived: u64) -> Vec<u64> {
         let mut f = Fixture::new(vec![path(0, 20, 700, 0)], 2_100..10_000);
-        let mut w = Weave::default();
+        // The download began at packet 0.
+        let mut w = Weave {
+            first_cursor: Some(0),
+            ..Weave::default()
+        };
         w.sample_arrivals(Instant::ZERO);
         for seq in 0..arrived {
             let event = SchedEvent::Arrived {
