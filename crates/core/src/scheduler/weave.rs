@@ -127,7 +127,7 @@
 //!   arrived makes the next one come sooner. Once a pick went past it, the packet stays
 //!   held while the prediction puts the stall no more than 250 ms past it. Kondo's C and E
 //!   under LIA, OLIA and BALIA, 20 seeds: 32.6–41.8 discarded pictures where 37.4–79.2 were
-//!   (the best other's 29.8–49.2), 0.5–0.95 more underflows (fewer than any other's but in C
+//!   (the best other's 29.8–49.2), 0.45–0.95 more underflows (fewer than any other's but in C
 //!   under BALIA, 22.75 against LRF's 22.6), the stalled time within 0.02 points; every
 //!   other scenario unchanged.
 //! - **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
