@@ -401,10 +401,11 @@ pub struct Weave {
     /// While playing: each round trip's start and the most video out of order in it
     /// (`steady_out_of_order`).
     out_of_order: VecDeque<(Instant, f64)>,
+    /// The median of the complete round trips' most in `out_of_order`, kept as they change.
+    steady: Option<f64>,
     /// The packet held back for a stall once a pick went past it, and its frame
-    /// (`Weave::stall_hold`); the one this call would hold.
+    /// (`Weave::stall_hold`).
     held: Option<(u64, u64)>,
-    candidate: Option<(u64, u64)>,
 }
 
 /// The pending queue as `choose` reads it: without the packet held back for a stall
@@ -967,9 +968,14 @@ impl Weave {
     fn steady_out_of_order(&mut self, view: &View<'_>, out_of_order: f64) -> f64 {
         let now = view.now;
         let round = view.paths.iter().map(|p| p.srtt).max().unwrap_or(Duration::ZERO) * 2;
+        // Only the round trip under way changes between calls; the median is of the others.
+        let mut changed = false;
         match self.out_of_order.back_mut() {
             Some((start, most)) if now < *start + round => *most = most.max(out_of_order),
-            _ => self.out_of_order.push_back((now, out_of_order)),
+            _ => {
+                self.out_of_order.push_back((now, out_of_order));
+                changed = true;
+            }
         }
         while self
             .out_of_order
@@ -977,15 +983,16 @@ impl Weave {
             .is_some_and(|&(start, _)| start + FRONT_WINDOW < now)
         {
             self.out_of_order.pop_front();
+            changed = true;
         }
-        let complete = self.out_of_order.len().saturating_sub(1);
-        if complete == 0 {
-            return out_of_order;
+        if changed {
+            let complete = self.out_of_order.len().saturating_sub(1);
+            let most = &mut self.call.scratch;
+            most.clear();
+            most.extend(self.out_of_order.iter().take(complete).map(|&(_, most)| most));
+            self.steady = (complete > 0).then(|| *most.select_nth_unstable_by(complete / 2, f64::total_cmp).1);
         }
-        let most = &mut self.call.scratch;
-        most.clear();
-        most.extend(self.out_of_order.iter().take(complete).map(|&(_, most)| most));
-        *most.select_nth_unstable_by(complete / 2, f64::total_cmp).1
+        self.steady.unwrap_or(out_of_order)
     }
 
     /// The first packet not in yet, were `held` in: the in-order cursor, or past `held` when
@@ -1024,6 +1031,7 @@ impl Weave {
         let player = view.player?;
         if !player.has_started() || player.is_stalled() || player.is_finished() {
             self.out_of_order.clear();
+            self.steady = None;
             return None;
         }
         let spec = player.spec();
@@ -1053,15 +1061,15 @@ impl Weave {
     /// frame is lost either way, the previous one is kept, and the playhead stops a packet
     /// into the frame. Once a pick went past it (`Weave::held`), the packet stays held while
     /// the prediction puts the stall no more than `HOLD_SLACK` past it: the prediction moves
-    /// with every burst of arrivals.
-    fn stall_hold(&mut self, view: &View<'_>) -> Option<u64> {
+    /// with every burst of arrivals. Returns the packet and its frame.
+    fn stall_hold(&mut self, view: &View<'_>) -> Option<(u64, u64)> {
         let held = self.held.take().filter(|&(seq, _)| view.pending.rank(seq).is_some());
         let index = self.stall_frame(view, held.map(|(seq, _)| seq))?;
         let spec = view.player?.spec();
         if let Some((seq, frame)) = held {
             if spec.frame_start(frame) <= spec.frame_start(index) + HOLD_SLACK {
                 self.held = held;
-                return Some(seq);
+                return Some((seq, frame));
             }
         }
         let size = view.packet_size.max(1);
@@ -1074,10 +1082,7 @@ impl Weave {
         {
             index += 1;
         }
-        (index < spec.frames()).then(|| {
-            self.candidate = Some((boundary(index), index));
-            boundary(index)
-        })
+        (index < spec.frames()).then(|| (boundary(index), index))
     }
 
     /// The decision of one `next()` call, on the per-path values of `call`.
@@ -1155,19 +1160,18 @@ impl Scheduler for Weave {
         self.update_peaks(view);
         self.first_cursor.get_or_insert(view.cursor);
         self.sample_arrivals(view.now);
-        self.candidate = None;
-        let held = self.stall_hold(view);
+        let hold = self.stall_hold(view);
         let mut call = std::mem::take(&mut self.call);
         self.per_call(view, &mut call);
         let queue = Queue {
             pending: view.pending,
-            held: held.and_then(|seq| view.pending.rank(seq)),
+            held: hold.and_then(|(seq, _)| view.pending.rank(seq)),
         };
         let pick = self.choose(view, &call, queue);
-        if let (Some(seq), Some(pick)) = (held, pick) {
+        if let (Some(hold), Some(pick)) = (hold, pick) {
             // A pick past the packet: it is held from now on, even as the prediction moves.
-            if pick.seq > seq && queue.held.is_some() && self.held.is_none() {
-                self.held = self.candidate;
+            if pick.seq > hold.0 && queue.held.is_some() {
+                self.held = Some(hold);
             }
         }
         self.call = call;
