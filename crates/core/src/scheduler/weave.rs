@@ -1101,8 +1101,9 @@ impl Weave {
     /// Where the last stall before the end of the video had better be: a stall lasts until
     /// `resume` is buffered, and what of it is still unplayed when the last packet arrives
     /// was waited for in vain. Stalled at `s` with ρ < 1 the arrivals' rate, playback runs
-    /// dry again `resume ÷ (1 − ρ)` of video later; from `s = duration − resume ÷ (1 − ρ)`
-    /// the buffer the stall fills lasts exactly to the end. A stall there (it comes with
+    /// dry again `resume ÷ (1 − ρ)` of video later; from `s = duration − (resume − margin)
+    /// ÷ (1 − ρ)` the buffer the stall fills lasts to the end with `LAST_STALL_MARGIN` to
+    /// spare. A stall there (it comes with
     /// some video in, so it is shorter by that) replaces the one the buffer would run into
     /// later, which would fill `resume` with less of the video left to play it over. Only
     /// while the buffer is to run dry before the last packet arrives, at the rate over
