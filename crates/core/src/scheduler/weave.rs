@@ -277,9 +277,9 @@ fn sole_holder(view: &View<'_>, seq: u64) -> Option<PathId> {
 }
 
 /// The smaller of two optional values.
-fn min_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+fn min_of<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
+        (Some(a), Some(b)) => Some(if b < a { b } else { a }),
         (a, b) => a.or(b),
     }
 }
@@ -416,8 +416,8 @@ pub struct Weave {
     call: PerCall,
     /// Unique packets arrived, and their rate over `FRONT_WINDOW` and `LAST_STALL_WINDOW`.
     arrived: u64,
-    front_rate: ArrivalRate,
-    long_rate: ArrivalRate,
+    front_rate: ArrivalRate<{ FRONT_WINDOW.as_millis() as u64 }, { FRONT_SAMPLE.as_millis() as u64 }>,
+    long_rate: ArrivalRate<{ LAST_STALL_WINDOW.as_millis() as u64 }, { LAST_STALL_SAMPLE.as_millis() as u64 }>,
     /// The in-order cursor at the first call (before any arrival).
     first_cursor: Option<u64>,
     /// While playing: each round trip's start and the most video out of order in it
@@ -430,28 +430,31 @@ pub struct Weave {
     held: Option<(u64, u64)>,
 }
 
-/// Counts of unique packets arrived at instants at least `spacing` apart over the last
-/// `window` (and one sample before it), for their rate.
+/// Counts of unique packets arrived at instants at least `SPACING_MS` apart over the last
+/// `WINDOW_MS` (and one sample before it), for their rate.
 #[derive(Debug, Default)]
-struct ArrivalRate {
+struct ArrivalRate<const WINDOW_MS: u64, const SPACING_MS: u64> {
     samples: VecDeque<(Instant, u64)>,
 }
 
-impl ArrivalRate {
-    fn sample(&mut self, now: Instant, arrived: u64, window: Duration, spacing: Duration) {
-        if self.samples.back().is_none_or(|&(at, _)| now >= at + spacing) {
+impl<const WINDOW_MS: u64, const SPACING_MS: u64> ArrivalRate<WINDOW_MS, SPACING_MS> {
+    const WINDOW: Duration = Duration::from_millis(WINDOW_MS);
+    const SPACING: Duration = Duration::from_millis(SPACING_MS);
+
+    fn sample(&mut self, now: Instant, arrived: u64) {
+        if self.samples.back().is_none_or(|&(at, _)| now >= at + Self::SPACING) {
             self.samples.push_back((now, arrived));
         }
-        while self.samples.get(1).is_some_and(|&(at, _)| at + window <= now) {
+        while self.samples.get(1).is_some_and(|&(at, _)| at + Self::WINDOW <= now) {
             self.samples.pop_front();
         }
     }
 
-    /// Packets a second over `window`; `None` before a window's worth of samples.
-    fn per_second(&self, now: Instant, arrived: u64, window: Duration) -> Option<f64> {
+    /// Packets a second over the window; `None` before a window's worth of samples.
+    fn per_second(&self, now: Instant, arrived: u64) -> Option<f64> {
         let &(since, from) = self.samples.front()?;
         let span = (now - since).as_secs_f64();
-        (since + window <= now && span > 0.0).then(|| (arrived - from) as f64 / span)
+        (since + Self::WINDOW <= now && span > 0.0).then(|| (arrived - from) as f64 / span)
     }
 }
 
@@ -983,16 +986,20 @@ impl Weave {
     }
 
     fn sample_arrivals(&mut self, now: Instant) {
-        self.front_rate.sample(now, self.arrived, FRONT_WINDOW, FRONT_SAMPLE);
-        self.long_rate
-            .sample(now, self.arrived, LAST_STALL_WINDOW, LAST_STALL_SAMPLE);
+        self.front_rate.sample(now, self.arrived);
+        self.long_rate.sample(now, self.arrived);
     }
 
     /// Video seconds of new packets that arrived per second over the window of `rate`: the
     /// rate the in-order bytes advance at, whatever is held back; `None` before a window's
     /// worth of samples.
-    fn video_rate(&self, rate: &ArrivalRate, window: Duration, view: &View<'_>, bitrate_bps: u64) -> Option<f64> {
-        let packets = rate.per_second(view.now, self.arrived, window)?;
+    fn video_rate<const W: u64, const S: u64>(
+        &self,
+        rate: &ArrivalRate<W, S>,
+        view: &View<'_>,
+        bitrate_bps: u64,
+    ) -> Option<f64> {
+        let packets = rate.per_second(view.now, self.arrived)?;
         (bitrate_bps > 0).then(|| packets * view.packet_size as f64 * 8.0 / bitrate_bps as f64)
     }
 
@@ -1083,17 +1090,13 @@ impl Weave {
         let buffer = arrived.saturating_sub(position).as_secs_f64() - out_of_order;
         let frame = 1.0 / f64::from(spec.fps.max(1));
         let dry = self
-            .video_rate(&self.front_rate, FRONT_WINDOW, view, spec.bitrate_bps)
+            .video_rate(&self.front_rate, view, spec.bitrate_bps)
             .filter(|&rate| rate < 1.0)
             .map(|rate| {
                 let ahead = ((buffer - frame) / (1.0 - rate)).clamp(0.0, spec.duration.as_secs_f64());
                 position + Duration::from_secs_f64(ahead)
             });
-        let last = self.last_stall(view, spec, position, arrived, buffer);
-        let at = match (dry, last) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
+        let at = min_of(dry, self.last_stall(view, spec, position, arrived, buffer))?;
         let index = spec.first_frame_from(at);
         (index < spec.frames()).then_some(index)
     }
@@ -1103,10 +1106,9 @@ impl Weave {
     /// was waited for in vain. Stalled at `s` with ρ < 1 the arrivals' rate, playback runs
     /// dry again `resume ÷ (1 − ρ)` of video later; from `s = duration − (resume − margin)
     /// ÷ (1 − ρ)` the buffer the stall fills lasts to the end with `LAST_STALL_MARGIN` to
-    /// spare. A stall there (it comes with
-    /// some video in, so it is shorter by that) replaces the one the buffer would run into
-    /// later, which would fill `resume` with less of the video left to play it over. Only
-    /// while the buffer is to run dry before the last packet arrives, at the rate over
+    /// spare. A stall there (it comes with some video in, so it is shorter by that)
+    /// replaces the one the buffer would run into later, which would fill `resume` with less
+    /// of the video left to play it over. Only while the buffer is to run dry before the last packet arrives, at the rate over
     /// `LAST_STALL_WINDOW`, and while `s` is still ahead of the playhead.
     fn last_stall(
         &self,
@@ -1117,7 +1119,7 @@ impl Weave {
         buffer: f64,
     ) -> Option<Duration> {
         let rate = self
-            .video_rate(&self.long_rate, LAST_STALL_WINDOW, view, spec.bitrate_bps)
+            .video_rate(&self.long_rate, view, spec.bitrate_bps)
             .filter(|&rate| rate > 0.0 && rate < 1.0)?;
         let duration = spec.duration.as_secs_f64();
         let to_arrive = spec.duration.saturating_sub(arrived).as_secs_f64();
@@ -1262,10 +1264,7 @@ impl Scheduler for Weave {
                 .player
                 .and_then(Player::runs_dry_at)
                 .map(|at| at + Duration::from_micros(1));
-            self.wake = match (self.wake, dry) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            self.wake = min_of(self.wake, dry);
         }
         pick
     }
