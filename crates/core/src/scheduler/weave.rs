@@ -1561,26 +1561,20 @@ mod tests {
         // 20 ms past it the original is more likely late than lost: with 100 ms buffered the
         // 20 ms path goes on with the queue, with 30 ms it must ask again now to land in
         // time; 170 ms past it (over 3 deviations) it asks again with 100 ms buffered.
-        for (now_ms, buffer_ms, expected) in [(1_250, 100, 10_001), (1_250, 30, 10_000), (1_400, 100, 10_000)] {
+        // The packet is due when the playhead enters its frame: 45 ms buffered end 28 ms into
+        // frame 38 (1 266.7-1 300 ms), entered in 16.7 ms, so the copy must go now; with 85 ms
+        // the cursor's frame (39, from 1 300 ms) is 50 ms away.
+        for (now_ms, buffer_ms, expected) in [
+            (1_250, 100, 10_001),
+            (1_250, 30, 10_000),
+            (1_400, 100, 10_000),
+            (1_250, 45, 10_000),
+            (1_250, 85, 10_001),
+        ] {
             assert_eq!(
                 player_copy_pick(0.05, now_ms, buffer_ms),
                 on_path_0(expected),
                 "{buffer_ms} ms buffered at {now_ms} ms"
-            );
-        }
-    }
-
-    #[test]
-    fn the_players_next_packet_is_due_when_the_playhead_enters_its_frame() {
-        // As above, 20 ms past the modelled answer. 45 ms buffered end 28 ms into frame 38
-        // (1 266.7-1 300 ms), whose first bytes are in: the playhead enters it, and judges
-        // it, in 16.7 ms, before the 20 ms path's answer, so the copy must go now. With
-        // 85 ms the cursor's frame (39, from 1 300 ms) is 50 ms away: the queue's head.
-        for (buffer_ms, expected) in [(45, 10_000), (85, 10_001)] {
-            assert_eq!(
-                player_copy_pick(0.05, 1_250, buffer_ms),
-                on_path_0(expected),
-                "{buffer_ms} ms buffered"
             );
         }
     }
