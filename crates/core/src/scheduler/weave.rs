@@ -4,13 +4,16 @@
 //! - **Arrival clock**: a request sent now on path i is answered after the path's minimum
 //!   RTT, or after the requests already queued on it, whichever is later, plus what the
 //!   answers have shown this model to miss:
-//!   `A_i = max(min_rtt_i + L_i, clock_i − now + 1/R̂_i) + ē_i + d̄_i`, with `clock_i` the
+//!   `A_i = max(min_rtt_i, clock_i − now + 1/R̂_i) + L_i + ē_i + d̄_i`, with `clock_i` the
 //!   modelled answer to the path's latest request, `R̂_i` its peak rate over the last 10
 //!   round trips (the bottleneck's rate; a windowed maximum, as BBR's bandwidth filter, so
 //!   an aged-out peak gives way to the best rate since), sampled from the delivery rate
 //!   (Eq. 5) and from the rate each round trip's answers came at, which shows within one RTT
 //!   what Eq. 5's window of answers shows seconds later,
-//!   `L_i` Eq. 6's loss penalty (E − sRTT), and `ē_i`, `d̄_i` the smoothed error of the model
+//!   `L_i` Eq. 6's loss penalty (E − sRTT), on every answer, queued or not, but not in the
+//!   clock the next request queues behind (a request behind a queue is as likely lost; a
+//!   penalty chained into the clock made answers come early against the model, and the
+//!   error term learnt it away), and `ē_i`, `d̄_i` the smoothed error of the model
 //!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
 //!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
 //!   window opening) is answered over `n/R̂`, not all after one sRTT (before a peak is kept,
@@ -270,6 +273,12 @@ const ERROR_GAIN: f64 = 0.25;
 /// plus Eq. 6's loss penalty (E − sRTT).
 fn unqueued_answer(p: &PathView) -> f64 {
     (p.min_rtt + p.expected_time.saturating_sub(p.srtt)).as_secs_f64()
+}
+
+/// Eq. 6's loss penalty on path `p` (E − sRTT), in seconds: what its losses add to an
+/// answer on average, queued or not.
+fn loss_penalty(p: &PathView) -> f64 {
+    p.expected_time.saturating_sub(p.srtt).as_secs_f64()
 }
 
 /// Seconds of play before the playhead enters the frame holding the in-order cursor, with a
@@ -615,7 +624,10 @@ impl Weave {
                 // Before a rate is kept, Eq. 5's stand-in (a window per sRTT): a burst sent
                 // at once is still answered one request after another.
                 Some(state @ PathClock { clock: Some(clock), .. }) => {
-                    let model = base.max(clock.since_epoch().as_secs_f64() - now + 1.0 / rate);
+                    // A request queued behind others is as likely lost as one that is not:
+                    // the penalty goes on either answer.
+                    let queued = clock.since_epoch().as_secs_f64() - now + 1.0 / rate;
+                    let model = base.max(queued + loss_penalty(p));
                     // No answer comes before the minimum RTT, whatever the error says.
                     (model + state.shift()).max(p.min_rtt.as_secs_f64())
                 }
@@ -988,8 +1000,11 @@ impl Weave {
         self.requests += 1;
         let path = p.id;
         let state = self.clocks.entry(path).or_default();
-        // The clock chains the model's predictions; the error terms are added when read.
+        // The clock chains the model's predictions; the error terms are added when read, and
+        // the loss penalty too: it is what a loss adds on average to this answer, not a delay
+        // the next request waits behind.
         let model = (arrival - state.shift()).max(0.0);
+        let model = (model - loss_penalty(p)).max(p.min_rtt.as_secs_f64());
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
         state.answers.push(Reverse((raw, seq)));
@@ -1577,6 +1592,38 @@ mod tests {
                 "{buffer_ms} ms buffered at {now_ms} ms"
             );
         }
+    }
+
+    #[test]
+    fn a_lossy_paths_penalty_stays_on_its_answers_once_they_come_in_time() {
+        // One 20 ms path whose losses add 10 ms to an answer on average (Eq. 6's E − sRTT),
+        // room for 4 requests: asked at once, answered 5 ms apart (a window per sRTT) from
+        // 20 ms on, as the model chains them, the penalty not among the delays it chains.
+        let mut f = Fixture::new(vec![path(0, 20, 4, 0)], 0..100);
+        f.path_mut(0).expected_time = Duration::from_millis(30);
+        let mut w = Weave::default();
+        let picks = f.run(&mut w);
+        assert_eq!(seqs_of(&picks), vec![0, 1, 2, 3]);
+        for seq in 0..4 {
+            f.now = Instant::from_nanos(20_000_000 + seq * 5_000_000);
+            f.arrive(seq, 0);
+            let event = SchedEvent::Arrived {
+                path: PathId(0),
+                seq,
+                rtt: f.now - Instant::ZERO,
+                duplicate: false,
+            };
+            w.on_event(f.now, &event);
+        }
+        // The answers came as modelled: no error to learn (a penalty among the chained delays
+        // would have been learnt away as an error of −6.8 ms).
+        let clock = &w.clocks[&PathId(0)];
+        assert!(clock.error.abs() < 1e-9 && clock.deviation.abs() < 1e-9, "{clock:?}");
+        // The next request, sent into an empty pipe, is answered after the minimum RTT plus
+        // the penalty.
+        let mut call = PerCall::default();
+        w.per_call(&f.view(), &mut call);
+        assert!((call.at[0] - 0.030).abs() < 1e-9, "{:?}", call.at);
     }
 
     /// The pipe-cap RTT of a round trip of 100 ms (opened by a 100 ms sample at 0) whose
