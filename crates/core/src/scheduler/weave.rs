@@ -13,7 +13,9 @@
 //!   `L_i` Eq. 6's loss penalty (E − sRTT), on every answer, queued or not, but not in the
 //!   clock the next request queues behind (a request behind a queue is as likely lost; a
 //!   penalty chained into the clock made answers come early against the model, and the
-//!   error term learnt it away), and `ē_i`, `d̄_i` the smoothed error of the model
+//!   error term learnt it away: Kondo's C, 20 seeds, 0.7–0.85 fewer underflows under LIA,
+//!   OLIA and BALIA; MPRD Fig. 8(a), (c), an edge losing 10 %, OFO and waiting time 22–32 %
+//!   lower), and `ē_i`, `d̄_i` the smoothed error of the model
 //!   against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
 //!   estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
 //!   window opening) is answered over `n/R̂`, not all after one sRTT (before a peak is kept,
