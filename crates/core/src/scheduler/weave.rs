@@ -274,13 +274,17 @@ const ERROR_GAIN: f64 = 0.25;
 /// Seconds until the answer to a request that meets no queue on path `p`: its minimum RTT
 /// plus Eq. 6's loss penalty (E − sRTT).
 fn unqueued_answer(p: &PathView) -> f64 {
-    (p.min_rtt + p.expected_time.saturating_sub(p.srtt)).as_secs_f64()
+    (p.min_rtt + penalty(p)).as_secs_f64()
 }
 
 /// Eq. 6's loss penalty on path `p` (E − sRTT), in seconds: what its losses add to an
 /// answer on average, queued or not.
 fn loss_penalty(p: &PathView) -> f64 {
-    p.expected_time.saturating_sub(p.srtt).as_secs_f64()
+    penalty(p).as_secs_f64()
+}
+
+fn penalty(p: &PathView) -> Duration {
+    p.expected_time.saturating_sub(p.srtt)
 }
 
 /// Seconds of play before the playhead enters the frame holding the in-order cursor, with a
@@ -293,14 +297,11 @@ fn until_cursor_frame(view: &View<'_>) -> Option<f64> {
     };
     let spec = player.spec();
     let position = player.position(view.now);
-    let end = position + buffer;
-    let next = spec.first_frame_from(end);
-    let start = if next < spec.frames() && spec.frame_start(next) == end {
-        end
-    } else {
-        spec.frame_start(next.saturating_sub(1))
-    };
-    Some(start.saturating_sub(position).as_secs_f64())
+    // The last frame starting at or before where the in-order bytes end.
+    let holding = spec
+        .first_frame_from(position + buffer + Duration::from_nanos(1))
+        .saturating_sub(1);
+    Some(spec.frame_start(holding).saturating_sub(position).as_secs_f64())
 }
 
 /// The one path `seq` is in flight on, if exactly one.
