@@ -900,36 +900,54 @@ impl Weave {
         (lands <= 0.0 && buffer < rto + at[i] && (late || needed)).then_some(seq)
     }
 
-    /// While the player waits for its first frame (packets below `end`), the lowest of its
-    /// packets in flight only on a path answering later than `i`, not copied before, whose
-    /// original is at risk: its path has given fewer answers than it takes to tell a loss rate
-    /// below `LOSSY_PATH` from zero, loses that much or more, or answers later than the copy
-    /// would land (the model's answer, with the path's error terms).
+    /// While the player waits for its first frame (packets below `end`), one of its packets in
+    /// flight only on a path answering later than `i`, not copied before, whose original is at
+    /// risk: its path loses `LOSSY_PATH` or more, has given fewer answers than it takes to tell
+    /// a loss rate that low from zero, answers later than the copy would land (the model's
+    /// answer, with the path's error terms), or answers later than `i` even without a queue
+    /// (a loss there is unmeasured, not ruled out, and costs the frame a loss detection and a
+    /// resend). An original overdue comes first, the lowest: it is the likeliest lost, and
+    /// its loss is found only once later answers pass it. Then the latest modelled answer:
+    /// the packet the frame would wait for last.
     fn first_frame_copy(&self, view: &View<'_>, call: &PerCall, i: usize, end: u64) -> Option<u64> {
         let now = view.now.since_epoch().as_secs_f64();
-        let at_risk = |h: usize, seq: u64| {
-            let q = &view.paths[h];
-            (q.delivered as f64) < 1.0 / LOSSY_PATH
-                || q.loss_rate >= LOSSY_PATH
-                || self
-                    .modelled_answer(now, q.id, seq)
-                    .is_some_and(|lands| call.at[i] < lands)
-        };
-        let mut found = None;
+        let copier = unqueued_answer(&view.paths[i]);
+        // (modelled answer, seq) of the candidate so far.
+        let mut found: Option<(f64, u64)> = None;
         view.scan_in_flight(&mut |seq, copies| {
             if seq >= end {
                 return false;
             }
-            if copies == 1 && !self.copied.contains(&seq) {
-                let holder = sole_holder(view, seq).and_then(|h| view.paths.iter().position(|q| q.id == h));
-                if holder.is_some_and(|h| call.at[h] > call.at[i] && at_risk(h, seq)) {
-                    found = Some(seq);
-                    return false;
-                }
+            if copies != 1 || self.copied.contains(&seq) {
+                return true;
+            }
+            let Some(q) = sole_holder(view, seq).and_then(|h| view.paths.iter().position(|q| q.id == h)) else {
+                return true;
+            };
+            if call.at[q] <= call.at[i] {
+                return true;
+            }
+            let q = &view.paths[q];
+            let lands = self.modelled_answer(now, q.id, seq);
+            let at_risk = q.loss_rate >= LOSSY_PATH
+                || (q.delivered as f64) < 1.0 / LOSSY_PATH
+                || unqueued_answer(q) > copier
+                || lands.is_some_and(|lands| call.at[i] < lands);
+            if !at_risk {
+                return true;
+            }
+            // Without a model (a request the scheduler did not make), as one overdue.
+            let lands = lands.unwrap_or(f64::NEG_INFINITY);
+            if lands < 0.0 {
+                found = Some((lands, seq));
+                return false;
+            }
+            if found.is_none_or(|(latest, _)| lands > latest) {
+                found = Some((lands, seq));
             }
             true
         });
-        found
+        found.map(|(_, seq)| seq)
     }
 
     /// Path `i` waits in the queue of a path kept in its place (see the module's doc).
@@ -1397,18 +1415,73 @@ mod tests {
         assert_eq!(first_frame_pick(path(1, 40, 20, 2), false), copy);
         // Once the frame is shown, the fast path goes on with the queue.
         assert_eq!(first_frame_pick(path(1, 40, 20, 2), true), new);
-        // A path whose thousand answers show no loss is trusted with its share...
+        // A path whose thousand answers show no loss, answering later only by its queue (its
+        // minimum RTT is path 0's), is trusted with its share...
         let proven = PathView {
             delivered: 1_000,
+            min_rtt: Duration::from_millis(20),
             ..path(1, 40, 20, 2)
         };
         assert_eq!(first_frame_pick(proven.clone(), false), new);
-        // ...unless they show it losing 1 % or more.
+        // ...unless they show it losing 1 % or more,
         let lossy = PathView {
             loss_rate: 0.05,
-            ..proven
+            ..proven.clone()
         };
         assert_eq!(first_frame_pick(lossy, false), copy);
+        // or it answers later even without a queue: a loss there is unmeasured, not ruled out.
+        let farther = PathView {
+            min_rtt: Duration::from_millis(40),
+            ..proven
+        };
+        assert_eq!(first_frame_pick(farther, false), copy);
+    }
+
+    #[test]
+    fn the_first_frames_copy_goes_to_an_overdue_packet_first_then_to_the_one_answered_last() {
+        // The 40 ms path 1, its thousand answers lossless, asks for the frame's packets 6-9
+        // (packets 0-5 are in flight on the 20 ms path 0, not there yet); its answers are
+        // modelled one after another.
+        let far = PathView {
+            delivered: 1_000,
+            ..path(1, 40, 20, 0)
+        };
+        let mut f = Fixture::new(vec![far], 6..100);
+        f.cursor = 0;
+        for seq in 0..6 {
+            f = f.copies(seq, &[0]);
+        }
+        f.player = Some(Player::new(VideoSpec::new(80_000, Duration::from_secs(60)), Instant::ZERO).unwrap());
+        let mut w = Weave::default();
+        for seq in 6..10 {
+            let pick = w.next(&f.view()).unwrap();
+            assert_eq!(pick, Pick { path: PathId(1), seq });
+            f.apply(pick);
+        }
+        let lands: Vec<f64> = (6..10)
+            .map(|seq| w.modelled_answer(0.0, PathId(1), seq).unwrap())
+            .collect();
+        assert!(lands.windows(2).all(|l| l[0] < l[1]), "{lands:?}");
+        // Path 0, with room and nothing of the frame left to ask for, copies the packet the
+        // frame would wait for last...
+        f.paths.insert(0, path(0, 20, 20, 6));
+        assert_eq!(
+            w.next(&f.view()),
+            Some(Pick {
+                path: PathId(0),
+                seq: 9
+            })
+        );
+        // ...but once the answers to 6 and 7 are overdue, the lower of them: the likeliest
+        // lost (9 is asked again already, and 8 would be answered last now).
+        f.now = Instant::from_nanos(((lands[1] + lands[2]) / 2.0 * 1e9) as u64);
+        assert_eq!(
+            w.next(&f.view()),
+            Some(Pick {
+                path: PathId(0),
+                seq: 6
+            })
+        );
     }
 
     #[test]
