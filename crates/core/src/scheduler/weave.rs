@@ -107,21 +107,29 @@
 //!   underflows within ±0.25; under Compound in E seed 14's one discarded picture (a Wi-Fi
 //!   packet lost twice) now also stalls 0.73 s, the timing of the run shifted by 2 ms.
 //! - **The first frame**: while the player waits for it, a path with nothing of the frame
-//!   left to ask for (its pick lies past the frame's last packet) asks again for the lowest
-//!   frame packet in flight only on a path answering later, if the original is at risk: its
-//!   path has given fewer than 100 answers (a loss rate under 1 % cannot show in fewer),
-//!   loses 1 % or more, or would answer after the copy lands. Every packet of the frame
-//!   counts at the frame's time, and a lost one there costs the holder's loss detection and
-//!   a resend; a copy costs the copier one packet time past the frame. XLINK (seed 004)
-//!   re-injects the whole first frame; copying what a lossless path of equal RTT holds only
-//!   wastes (Kondo's A: 0.06 s later completion). MPRD Fig. 8(a), 4 MB, 1 Mbit/s: the 10 %-loss
-//!   edge gets about 15 of the frame's 90 packets before any loss is measured there, and one
-//!   was lost in 3 of 5 seeds (frame at 0.159–0.175 s, MPRD 0.1525); copied, 0.140 s.
-//!   Only the soonest path copies: it lands a copy first, even after asking for what of the
-//!   frame it has left (less than a later path's Eq. 7 offset) or waiting for its window
-//!   (the player scenario, 16 Mbit/s, seed 12: a frame packet lost on the jittery edge was
-//!   copied on the 30 ms edge, whose queue answered in 44 ms, where the CDN's did in 27;
-//!   20 seeds: the first frame 0–2 ms sooner in every cell).
+//!   left to ask for (its pick lies past the frame's last packet) asks again for a frame
+//!   packet in flight only on a path answering later, if the original is at risk: its path
+//!   has given fewer than 100 answers (a loss rate under 1 % cannot show in fewer), loses
+//!   1 % or more, would answer after the copy lands, or answers later than the copier even
+//!   without a queue (its losses are unmeasured, not ruled out: 0.1 % shows as none in the
+//!   ~330 answers of the player scenario's 30 ms edge before its frame is asked for). Every
+//!   packet of the frame counts at the frame's time, and a lost one there costs the holder's
+//!   loss detection and a resend; a copy costs the copier one packet time past the frame.
+//!   XLINK (seed 004) re-injects the whole first frame; copying what a lossless path of equal
+//!   RTT holds only wastes (Kondo's A: 0.06 s later completion). Which packet first: an
+//!   overdue original, the lowest (the likeliest lost; its loss shows only once later
+//!   answers pass it), then the latest modelled answer, the packet the frame would wait for
+//!   last. Lowest first, the copies went to the jittery edge's early packets, answered in
+//!   time, while its last ones came 7–10 ms after the frame's other packets (the player
+//!   scenario under `weft` at 16 Mbit/s, seeds 4, 10, 12). MPRD Fig. 8(a), 4 MB, 1 Mbit/s:
+//!   the 10 %-loss edge gets about 15 of the frame's 90 packets before any loss is measured
+//!   there, and one was lost in 3 of 5 seeds (frame at 0.159–0.175 s, MPRD 0.1525); copied,
+//!   0.140 s. Only the soonest path copies: it lands a copy first, even after asking for what
+//!   of the frame it has left (less than a later path's Eq. 7 offset) or waiting for its
+//!   window (the player scenario, 16 Mbit/s, seed 12: a frame packet lost on the jittery edge
+//!   was copied on the 30 ms edge, whose queue answered in 44 ms, where the CDN's did in 27).
+//!   The player scenario, 20 seeds: the first frame 0.5–2.5 ms sooner in five of six cells
+//!   (`weft` at 16 Mbit/s 0.4720 → 0.4695 s, Pscheduler-nr 0.4697), 0.2 ms later in one.
 //! - **Playback about to run dry stalls at a frame's start**: with a player, while packets
 //!   arrive slower than the video plays (ρ < 1, video seconds a second over the last 2 s),
 //!   the buffer ahead of the playhead shrinks by `1 − ρ` a second, and from where it would
