@@ -120,7 +120,7 @@
 //!   overdue original, the lowest (the likeliest lost; its loss shows only once later
 //!   answers pass it), then the latest modelled answer, the packet the frame would wait for
 //!   last. Lowest first, the copies went to the jittery edge's early packets, answered in
-//!   time, while its last ones came 7–10 ms after the frame's other packets (the player
+//!   time, while its last ones came 6–10 ms after the frame's other packets (the player
 //!   scenario under `weft` at 16 Mbit/s, seeds 4, 10, 12). MPRD Fig. 8(a), 4 MB, 1 Mbit/s:
 //!   the 10 %-loss edge gets about 15 of the frame's 90 packets before any loss is measured
 //!   there, and one was lost in 3 of 5 seeds (frame at 0.159–0.175 s, MPRD 0.1525); copied,
