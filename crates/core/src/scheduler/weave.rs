@@ -929,13 +929,13 @@ impl Weave {
             if copies != 1 || self.copied.contains(&seq) {
                 return true;
             }
-            let Some(q) = sole_holder(view, seq).and_then(|h| view.paths.iter().position(|q| q.id == h)) else {
+            let Some(h) = sole_holder(view, seq).and_then(|id| view.paths.iter().position(|q| q.id == id)) else {
                 return true;
             };
-            if call.at[q] <= call.at[i] {
+            if call.at[h] <= call.at[i] {
                 return true;
             }
-            let q = &view.paths[q];
+            let q = &view.paths[h];
             let lands = self.modelled_answer(now, q.id, seq);
             let at_risk = q.loss_rate >= LOSSY_PATH
                 || (q.delivered as f64) < 1.0 / LOSSY_PATH
