@@ -465,60 +465,205 @@ def paired(ours, theirs, value):
     return n, mean, t_975(n - 1) * sd / n**0.5
 
 
+# Cells behind on the means of a file's own seeds are run again, every scheduler of the cell,
+# on seeds no file uses: the best of several schedulers' means over 20 seeds is biased low
+# (it picks whichever drew the kindest seeds), and fresh seeds measure the selected cells
+# without that bias.
+CONFIRM_SEED = 101
+CONFIRM_REPEAT = 100
+
+
+def metric_value(field, player, stem):
+    """The function of a row (or of one of its runs) giving a `SCORE_METRICS` entry's value."""
+
+    def value(r):
+        if callable(field):
+            return field(r, stem)
+        src = r.get("player") if player else r
+        return None if src is None else src.get(field)
+
+    return value
+
+
+def standings(stem, rows):
+    """`DEFAULT_IS` against the best other scheduler in every cell (congestion control × sweep
+    point) of one file's rows, on the metrics its paper reports: one dict per cell and metric
+    with the cell, the label, `mine`, `best`, `who`, the `verdict` ("better", "level" or
+    "behind", `SCORE_TIE` apart) and `pair`, the paired comparison (`paired`) with the best.
+
+    >>> row = lambda s, t: {"scheduler": s, "cc": "cubic", "completion_s": t, "runs": []}
+    >>> [(x["verdict"], x["who"]) for x in standings("f", [row("weave", 10.0), row("lrf", 9.0), row("lpc", 11.0)])]
+    [('behind', 'lrf')]
+    >>> [x["verdict"] for x in standings("f", [row("weave", 10.0), row("lrf", 10.005)])]
+    ['level']
+    """
+    out = []
+    for ours in (r for r in rows if r["scheduler"] == DEFAULT_IS):
+        cell = (ours["cc"], ours.get("sweep"))
+        others = [
+            r
+            for r in rows
+            if (r["cc"], r.get("sweep")) == cell and r["scheduler"] not in (DEFAULT_IS, "default")
+        ]
+        for field, label, player, prefix in SCORE_METRICS:
+            if not stem.startswith(prefix):
+                continue
+            value = metric_value(field, player, stem)
+            mine = value(ours)
+            theirs = [(v, r["scheduler"], r) for r in others if (v := value(r)) is not None]
+            if mine is None or not theirs:
+                continue
+            best, who, best_row = min(theirs, key=lambda t: (t[0], t[1]))
+            slack = SCORE_TIE * abs(best)
+            verdict = "better" if mine < best - slack else "level" if mine <= best + slack else "behind"
+            out.append(
+                {
+                    "cc": cell[0],
+                    "sweep": cell[1],
+                    "label": label,
+                    "mine": mine,
+                    "best": best,
+                    "who": who,
+                    "verdict": verdict,
+                    "pair": paired(ours, best_row, value),
+                }
+            )
+    return out
+
+
+def behind_cells(stem, rows):
+    """The cells (congestion control, sweep point) where `DEFAULT_IS` is behind the best other
+    on some metric's mean, in the rows' order, each once."""
+    cells = []
+    for s in standings(stem, rows):
+        if s["verdict"] == "behind" and (s["cc"], s["sweep"]) not in cells:
+            cells.append((s["cc"], s["sweep"]))
+    return cells
+
+
+def confirm_path(stem):
+    return os.path.join(FIGURES, stem, "confirm.json")
+
+
+def confirm_all(binary, selected):
+    """Runs every cell behind on the means again, all its schedulers, on `CONFIRM_REPEAT`
+    fresh seeds from `CONFIRM_SEED`, into docs/figures/STEM/confirm.json (with the binary's
+    hash: the scorecard uses it only beside rows of the same binary). Returns failures."""
+    with open(os.path.join(FIGURES, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    digest = sha256_file(binary)
+    failures = []
+    for stem in selected:
+        rows = load_rows(stem)
+        if stem.startswith("extra/") or rows is None:
+            continue
+        entry = manifest["scenarios"].get(stem, {})
+        if entry.get("binary_sha256") != digest:
+            print(f"WARNING {stem}: rows.json is from another binary; run the file again before confirming it")
+            continue
+        with open(os.path.join(ROOT, toml_of(stem)), "rb") as f:
+            spec = tomllib.load(f)
+        if spec.get("seed", 0) + spec.get("repeat", 1) > CONFIRM_SEED:
+            failures.append(f"{stem}: its own seeds reach {CONFIRM_SEED}, the confirmation's first")
+            continue
+        cells = []
+        for cc, sweep in behind_cells(stem, rows):
+            cmd = ["target/release/pcdn", "sim", toml_of(stem), "--json", "--runs", "--cc", cc]
+            cmd += ["--seed", str(CONFIRM_SEED), "--repeat", str(CONFIRM_REPEAT)]
+            if sweep is not None:
+                cmd += ["--point", sweep]
+            shown = " ".join(cmd)
+            print(f"== confirm: {shown}", flush=True)
+            start = time.monotonic()
+            proc = subprocess.run([binary] + cmd[1:], cwd=ROOT, capture_output=True, text=True)
+            wall = time.monotonic() - start
+            print(f"   {wall:.1f} s, exit {proc.returncode}", flush=True)
+            if proc.returncode != 0:
+                failures.append(f"{stem} (confirm {cc} {sweep}): exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+                continue
+            cells.append({"command": shown, "wall_s": round(wall, 1), "rows": json.loads(proc.stdout)})
+        path = confirm_path(stem)
+        if cells:
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({"binary_sha256": digest, "cells": cells}, f, indent=1)
+                f.write("\n")
+        elif os.path.exists(path):
+            os.remove(path)
+    return failures
+
+
+def confirmations(stem):
+    """The confirmation rows of a file, by cell (congestion control, sweep point), if they
+    come from the binary of its rows.json."""
+    path = confirm_path(stem)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        confirm = json.load(f)
+    with open(os.path.join(FIGURES, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    if manifest["scenarios"].get(stem, {}).get("binary_sha256") != confirm["binary_sha256"]:
+        return {}
+    out = {}
+    for cell in confirm["cells"]:
+        rows = cell["rows"]
+        out[(rows[0]["cc"], rows[0].get("sweep"))] = rows
+    return out
+
+
 def scorecard():
     """`DEFAULT_IS` against the best other scheduler in every cell (file × congestion control ×
     sweep point) of the paper scenarios, on the metrics each file's paper reports: how many
     cells it is better, level (within `SCORE_TIE`) or behind in, per metric, and the cells it
     is behind in. Beside the means, the paired comparison over seeds against the best other:
     how many of the better and behind cells differ by more than the 95 % confidence interval
-    of the seed-by-seed difference (the rest could be the draw of the seeds)."""
+    of the seed-by-seed difference (the rest could be the draw of the seeds). Each cell behind
+    is shown again as measured on fresh seeds (`confirm_all`), where that run exists."""
     counts = {label: [0, 0, 0] for _, label, _, _ in SCORE_METRICS}
     beyond = {label: [0, 0] for _, label, _, _ in SCORE_METRICS}
     behind = []
+    fresh = {"better": 0, "level": 0, "behind": 0, "not run": 0}
+
+    def interval(pair):
+        n, diff, half = pair
+        verdict = "beyond" if abs(diff) > half else "within"
+        return f"paired over {n} seeds {diff:+.3g} ± {half:.3g}, {verdict} the 95 % interval"
+
     for path in sorted(glob.glob(os.path.join(FIGURES, "*", "rows.json"))):
         stem = os.path.basename(os.path.dirname(path))
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)
-        for ours in (r for r in rows if r["scheduler"] == DEFAULT_IS):
-            cell = (ours["cc"], str(ours.get("sweep")))
-            others = [
-                r
-                for r in rows
-                if (r["cc"], str(r.get("sweep"))) == cell and r["scheduler"] not in (DEFAULT_IS, "default")
+        again = confirmations(stem)
+        for s in standings(stem, rows):
+            pair, label = s["pair"], s["label"]
+            clear = pair is not None and abs(pair[1]) > pair[2]
+            index = ("better", "level", "behind").index(s["verdict"])
+            counts[label][index] += 1
+            if index != 1:
+                beyond[label][index // 2] += clear
+            if s["verdict"] != "behind":
+                continue
+            sweep = "" if s["sweep"] is None else f" {s['sweep']}"
+            line = f"{stem} {s['cc']}{sweep}: {label} {s['mine']:.4g} against {s['who']}'s {s['best']:.4g}"
+            if pair is not None:
+                line += "; " + interval(pair)
+            rerun = [
+                x
+                for x in standings(stem, again.get((s["cc"], s["sweep"]), []))
+                if x["label"] == label
             ]
-            for field, label, player, prefix in SCORE_METRICS:
-                if not stem.startswith(prefix):
-                    continue
-
-                def value(r):
-                    if callable(field):
-                        return field(r, stem)
-                    src = r.get("player") if player else r
-                    return None if src is None else src.get(field)
-
-                mine = value(ours)
-                theirs = [(v, r["scheduler"], r) for r in others if (v := value(r)) is not None]
-                if mine is None or not theirs:
-                    continue
-                best, who, best_row = min(theirs, key=lambda t: (t[0], t[1]))
-                slack = SCORE_TIE * abs(best)
-                pair = paired(ours, best_row, value)
-                clear = pair is not None and abs(pair[1]) > pair[2]
-                if mine < best - slack:
-                    counts[label][0] += 1
-                    beyond[label][0] += clear
-                elif mine <= best + slack:
-                    counts[label][1] += 1
-                else:
-                    counts[label][2] += 1
-                    beyond[label][1] += clear
-                    sweep = "" if ours.get("sweep") is None else f" {ours['sweep']}"
-                    line = f"{stem} {ours['cc']}{sweep}: {label} {mine:.4g} against {who}'s {best:.4g}"
-                    if pair is not None:
-                        n, diff, half = pair
-                        verdict = "beyond" if clear else "within"
-                        line += f"; paired over {n} seeds {diff:+.3g} ± {half:.3g}, {verdict} the 95 % interval"
-                    behind.append(line)
+            if rerun:
+                x = rerun[0]
+                fresh[x["verdict"]] += 1
+                line += (
+                    f". On seeds {CONFIRM_SEED}–{CONFIRM_SEED + CONFIRM_REPEAT - 1}: {x['mine']:.4g} "
+                    f"against {x['who']}'s {x['best']:.4g}, **{x['verdict']}**"
+                )
+                if x["pair"] is not None:
+                    line += " (" + interval(x["pair"]) + ")"
+            else:
+                fresh["not run"] += 1
+            behind.append(line)
     lines = [
         f"`{DEFAULT_IS}` against the best other scheduler of each cell (file × control × sweep point, "
         f"every `rows.json` under `docs/figures/*/`; lower is better; within {SCORE_TIE:.1%} of "
@@ -535,7 +680,21 @@ def scorecard():
         for label, (b, t, k) in counts.items()
         if b + t + k
     ]
-    lines += [""] + (["Behind in:", ""] + [f"- {b}" for b in behind] if behind else ["Behind in: none."])
+    if behind:
+        lines += [
+            "",
+            f"Each cell behind on the means was run again with every scheduler of the cell on "
+            f"{CONFIRM_REPEAT} seeds no file uses ({CONFIRM_SEED}–{CONFIRM_SEED + CONFIRM_REPEAT - 1}, "
+            "`docs/figures/STEM/confirm.json`), against the best other there: "
+            f"better in {fresh['better']}, level in {fresh['level']}, behind in {fresh['behind']}"
+            + (f", not run in {fresh['not run']}" if fresh["not run"] else "")
+            + ".",
+            "",
+            "Behind in:",
+            "",
+        ] + [f"- {b}" for b in behind]
+    else:
+        lines += ["", "Behind in: none."]
     return "\n".join(lines) + "\n"
 
 
@@ -682,6 +841,11 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="skip cargo build")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "pcdn"))
     ap.add_argument("--tables-only", action="store_true", help="only rewrite tables.md")
+    ap.add_argument(
+        "--confirm-only",
+        action="store_true",
+        help="only run the cells behind on the means again on fresh seeds (rows.json must be from --bin)",
+    )
     args = ap.parse_args()
 
     os.makedirs(FIGURES, exist_ok=True)
@@ -693,7 +857,9 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             binary = os.path.join(tmp, "pcdn")
             shutil.copy2(args.bin, binary)
-            failures = run_all(binary, selected, not args.no_build)
+            if not args.confirm_only:
+                failures = run_all(binary, selected, not args.no_build)
+            failures += confirm_all(binary, selected)
     write_tables()
 
     with open(os.path.join(FIGURES, "manifest.json"), encoding="utf-8") as f:

@@ -42,6 +42,13 @@ pub struct SimArgs {
     /// (overrides the file's `repeat`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     repeat: Option<u32>,
+    /// Only this congestion control of the file's (repeatable): one cell of a file, run
+    /// again on other seeds, needs only its own.
+    #[arg(long = "cc", value_name = "NAME")]
+    ccs: Vec<String>,
+    /// Only this sweep point, a value as written in the file's `sweep.values` (repeatable).
+    #[arg(long = "point", value_name = "VALUE")]
+    points: Vec<String>,
     /// Runs simulated at once (default: one per core). The output does not depend on it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
@@ -66,6 +73,16 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     }
     if let Some(repeat) = args.repeat {
         scenario.set_repeat(repeat);
+    }
+    if !args.ccs.is_empty() {
+        scenario
+            .keep_ccs(&args.ccs)
+            .map_err(|m| anyhow::anyhow!("{}: --cc {m}", scenario.file))?;
+    }
+    if !args.points.is_empty() {
+        scenario
+            .keep_points(&args.points)
+            .map_err(|m| anyhow::anyhow!("{}: --point {m}", scenario.file))?;
     }
     if let Some(name) = &args.against {
         let schedulers = scenario

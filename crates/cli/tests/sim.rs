@@ -201,6 +201,32 @@ fn seed_and_repeat_override_the_file() {
 }
 
 #[test]
+fn cc_and_point_run_one_cell_of_the_file() {
+    let file = scenario_file("cell.toml", SWEEP);
+    let out = stdout_of(
+        pcdn()
+            .arg("sim")
+            .arg(&file)
+            .args(["--json", "--point", "60ms", "--cc", "cubic"]),
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let cells: Vec<_> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["scheduler"].as_str().unwrap(), r["sweep"].as_str().unwrap()))
+        .collect();
+    assert_eq!(cells, [("minrtt", "60ms"), ("round-robin", "60ms")]);
+    let out = pcdn().arg("sim").arg(&file).args(["--point", "40ms"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cell.toml") && err.contains("--point \"40ms\" is not among sweep.values (20ms, 60ms)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_table_has_one_aligned_row_per_scheduler_cc_and_sweep_point() {
     let file = scenario_file("table.toml", SWEEP);
     let out = pcdn().arg("sim").arg(&file).output().unwrap();

@@ -227,6 +227,39 @@ impl Scenario {
         }
     }
 
+    /// Keeps only the named congestion controls at every sweep point, in the file's order; an
+    /// error names the first one the file does not list, and the file's own.
+    pub fn keep_ccs(&mut self, ccs: &[String]) -> Result<(), String> {
+        for p in &mut self.points {
+            if let Some(missing) = ccs.iter().find(|cc| !p.ccs.contains(cc)) {
+                return Err(format!(
+                    "\"{missing}\" is not among the file's [client] cc ({})",
+                    p.ccs.join(", ")
+                ));
+            }
+            p.ccs.retain(|cc| ccs.contains(cc));
+        }
+        Ok(())
+    }
+
+    /// Keeps only the named sweep points (values as written in `sweep.values`), in the file's
+    /// order; an error names the first value the sweep does not have, and the sweep's own.
+    pub fn keep_points(&mut self, values: &[String]) -> Result<(), String> {
+        if self.sweep_key.is_none() {
+            return Err("the scenario has no [sweep]".to_owned());
+        }
+        let known: Vec<&str> = self.points.iter().filter_map(|p| p.sweep.as_deref()).collect();
+        if let Some(missing) = values.iter().find(|v| !known.contains(&v.as_str())) {
+            return Err(format!(
+                "\"{missing}\" is not among sweep.values ({})",
+                known.join(", ")
+            ));
+        }
+        self.points
+            .retain(|p| p.sweep.as_ref().is_some_and(|v| values.contains(v)));
+        Ok(())
+    }
+
     /// Every run, in the order rows are reported: sweep point, then scheduler, then congestion
     /// control, then repeat (seeds `seed`, `seed + 1`, ...).
     pub fn runs(&self) -> Vec<Run<'_>> {

@@ -496,6 +496,34 @@ fn runs_expand_scheduler_cc_sweep_and_repeat_seeds() {
 }
 
 #[test]
+fn one_cell_of_a_file_keeps_its_control_and_sweep_point() {
+    let text = format!(
+        "{}[sweep]\nkey = \"server.edge1.link.delay\"\nvalues = [\"30ms\", \"60ms\", \"90ms\"]\n",
+        SMALL.replace("[client]", "[client]\ncc = [\"cubic\", \"newreno\", \"bbr\"]")
+    );
+    let mut s = parse(&text).unwrap();
+    s.keep_ccs(&["bbr".to_owned(), "cubic".to_owned()]).unwrap();
+    s.keep_points(&["60ms".to_owned()]).unwrap();
+    let cells: Vec<_> = s.runs().iter().map(|r| (r.sweep, r.scheduler, r.cc)).collect();
+    assert_eq!(
+        cells,
+        [
+            (Some("60ms"), "default", "cubic"),
+            (Some("60ms"), "default", "bbr"),
+            (Some("60ms"), "round-robin", "cubic"),
+            (Some("60ms"), "round-robin", "bbr"),
+        ]
+    );
+    assert_eq!(s.points[0].world.servers[1].link.delay, ms(60));
+    let e = s.keep_ccs(&["copa".to_owned()]).unwrap_err();
+    assert_eq!(e, "\"copa\" is not among the file's [client] cc (cubic, bbr)");
+    let e = s.keep_points(&["30ms".to_owned()]).unwrap_err();
+    assert_eq!(e, "\"30ms\" is not among sweep.values (60ms)");
+    let e = parse(SMALL).unwrap().keep_points(&["30ms".to_owned()]).unwrap_err();
+    assert_eq!(e, "the scenario has no [sweep]");
+}
+
+#[test]
 fn rows_average_repeats_in_a_fixed_order() {
     let text = SMALL.replace("[content]", "repeat = 2\n[content]");
     let s = parse(&text).unwrap();
