@@ -69,19 +69,35 @@ const METRICS: &[Metric] = &[
     },
 ];
 
-/// Tableau 10: distinct on white and for the common colour-vision deficiencies.
-const COLORS: [(u8, u8, u8); 10] = [
+/// Tableau 20: ten hues, each dark then light, distinct on white. A scheduler keeps its
+/// colour across congestion controls, and a control its marker across schedulers, so a
+/// figure of every scheduler under two controls still tells its 34 lines apart.
+const COLORS: [(u8, u8, u8); 20] = [
     (31, 119, 180),
+    (174, 199, 232),
     (255, 127, 14),
+    (255, 187, 120),
     (44, 160, 44),
+    (152, 223, 138),
     (214, 39, 40),
+    (255, 152, 150),
     (148, 103, 189),
+    (197, 176, 213),
     (140, 86, 75),
+    (196, 156, 148),
     (227, 119, 194),
+    (247, 182, 210),
     (127, 127, 127),
+    (199, 199, 199),
     (188, 189, 34),
+    (219, 219, 141),
     (23, 190, 207),
+    (158, 218, 229),
 ];
+
+/// Width of the legend panel right of the plot (px), and the height of one of its lines.
+const LEGEND_WIDTH: u32 = 250;
+const LEGEND_LINE: u32 = 19;
 
 /// How sweep values map to the x axis: numbers in a unit, or evenly spaced categories.
 enum Axis {
@@ -166,18 +182,27 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
         "--plot: the rows do not match the scenario"
     );
 
-    // Series in the rows' order of first appearance.
+    // Series in the rows' order of first appearance, each with its style: the colour of its
+    // scheduler, the marker of its congestion control.
     let several_ccs = rows.iter().any(|r| r.row.cc != rows[0].row.cc);
-    let mut series: Vec<(String, Vec<(usize, &FullRow)>)> = Vec::new();
+    let mut schedulers: Vec<&str> = Vec::new();
+    let mut ccs: Vec<&str> = Vec::new();
+    let mut series: Vec<Series<'_>> = Vec::new();
     for (row, &point) in rows.iter().zip(&point_of) {
         let name = if several_ccs {
             format!("{} / {}", row.row.scheduler, row.row.cc)
         } else {
             row.row.scheduler.clone()
         };
-        match series.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, members)) => members.push((point, row)),
-            None => series.push((name, vec![(point, row)])),
+        match series.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, _, members)) => members.push((point, row)),
+            None => {
+                let style = Style {
+                    color: index_of(&mut schedulers, &row.row.scheduler),
+                    marker: index_of(&mut ccs, &row.row.cc),
+                };
+                series.push((name, style, vec![(point, row)]));
+            }
         }
     }
 
@@ -187,14 +212,14 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
             continue;
         }
         let path = dir.join(metric.file);
-        let lines: Vec<(&str, Vec<(f64, f64)>)> = series
+        let lines: Vec<Line<'_>> = series
             .iter()
-            .map(|(name, members)| {
+            .map(|(name, style, members)| {
                 let points = members
                     .iter()
                     .filter_map(|&(point, r)| Some((axis.x(point), (metric.value)(r)?)))
                     .collect();
-                (name.as_str(), points)
+                (name.as_str(), *style, points)
             })
             .collect();
         draw(&path, scenario, key, &axis, metric, &lines)
@@ -204,29 +229,75 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
     Ok(written)
 }
 
+/// A series' colour (index into `COLORS`) and marker (one of three shapes).
+#[derive(Clone, Copy)]
+struct Style {
+    color: usize,
+    marker: usize,
+}
+
+impl Style {
+    fn rgb(self) -> RGBColor {
+        let (r, g, b) = COLORS[self.color % COLORS.len()];
+        RGBColor(r, g, b)
+    }
+}
+
+/// The rows of one scheduler × congestion control, each with its sweep point's index.
+type Series<'a> = (String, Style, Vec<(usize, &'a FullRow)>);
+
+/// One line of a chart: its legend name, style and points.
+type Line<'a> = (&'a str, Style, Vec<(f64, f64)>);
+
+/// The index of `name` in `seen`, appending it when new.
+fn index_of<'a>(seen: &mut Vec<&'a str>, name: &'a str) -> usize {
+    seen.iter().position(|&n| n == name).unwrap_or_else(|| {
+        seen.push(name);
+        seen.len() - 1
+    })
+}
+
+/// Draws `style`'s marker centred on `at`, in whatever coordinates the area uses.
+fn marker<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    style: Style,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    CT::From: Clone,
+{
+    let color = style.rgb();
+    match style.marker % 3 {
+        0 => area.draw(&Circle::new(at, 5, color.filled())),
+        1 => area.draw(&TriangleMarker::new(at, 7, color.stroke_width(2))),
+        _ => area.draw(&Cross::new(at, 6, color.stroke_width(2))),
+    }
+}
+
 fn draw(
     path: &Path,
     scenario: &Scenario,
     key: &str,
     axis: &Axis,
     metric: &Metric,
-    lines: &[(&str, Vec<(f64, f64)>)],
+    lines: &[Line<'_>],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let root = BitMapBackend::new(path, (1000, 620)).into_drawing_area();
+    // The legend gets its own panel right of the plot, as tall as its lines need, so it
+    // never hides a point however many series there are.
+    let height = 620.max(80 + LEGEND_LINE * lines.len() as u32);
+    let root = BitMapBackend::new(path, (1000 + LEGEND_WIDTH, height)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(1000);
     let y_max = lines
         .iter()
-        .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
+        .flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y))
         .fold(0.0, f64::max);
-    // Headroom above the data for the legend box in the upper right (about 20 px per line of
-    // a 500 px plot area), so the box never hides a point.
-    let legend = ((lines.len() as f64 * 20.0 + 30.0) / 500.0).min(0.6);
-    let y_top = if y_max > 0.0 { y_max / (1.0 - legend) } else { 1.0 };
+    let y_top = if y_max > 0.0 { y_max * 1.05 } else { 1.0 };
     let x_desc = match axis {
         Axis::Numeric { unit, .. } if !unit.is_empty() => format!("{key} ({unit})"),
         _ => key.to_owned(),
     };
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(format!("{}: {}", scenario.name, metric.title), ("sans-serif", 24))
         .margin(16)
         .x_label_area_size(50)
@@ -259,27 +330,20 @@ fn draw(
         mesh.x_labels(c.len().max(2) * 2 - 1);
     }
     mesh.draw()?;
-    for (i, (name, points)) in lines.iter().enumerate() {
-        let (r, g, b) = COLORS[i % COLORS.len()];
-        let color = RGBColor(r, g, b);
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
-        // Markers differ too, so series that coincide stay distinguishable.
-        match (i / COLORS.len() + i) % 3 {
-            0 => chart.draw_series(points.iter().map(|&p| Circle::new(p, 5, color.filled())))?,
-            1 => chart.draw_series(points.iter().map(|&p| TriangleMarker::new(p, 7, color.stroke_width(2))))?,
-            _ => chart.draw_series(points.iter().map(|&p| Cross::new(p, 6, color.stroke_width(2))))?,
-        };
+    for &(_, style, ref points) in lines {
+        chart.draw_series(LineSeries::new(points.iter().copied(), style.rgb().stroke_width(2)))?;
+        for &p in points {
+            marker(chart.plotting_area(), p, style)?;
+        }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font(("sans-serif", 15))
-        .draw()?;
+    // The legend: a sample of each line with its marker, then its name, top to bottom in
+    // the rows' order.
+    for (i, &(name, style, _)) in lines.iter().enumerate() {
+        let y = 50 + (LEGEND_LINE * i as u32) as i32;
+        legend.draw(&PathElement::new([(8, y), (40, y)], style.rgb().stroke_width(2)))?;
+        marker(&legend, (24, y), style)?;
+        legend.draw(&Text::new(name.to_owned(), (48, y - 8), ("sans-serif", 15).into_font()))?;
+    }
     root.present()?;
     Ok(())
 }
