@@ -690,7 +690,7 @@ def scorecard():
             + (f", not run in {fresh['not run']}" if fresh["not run"] else "")
             + ".",
             "",
-            "Behind in:",
+            "Behind on the means of the files' own seeds in:",
             "",
         ] + [f"- {b}" for b in behind]
     else:
