@@ -118,6 +118,17 @@ def row_warnings(stem, rows):
     return out
 
 
+def timed_run(binary, cmd, shown, label="=="):
+    """Runs `cmd` (its first word stands for `binary`) from the repository root, printing
+    `shown` before and the wall time and exit status after; returns the process and seconds."""
+    print(f"{label} {shown}", flush=True)
+    start = time.monotonic()
+    proc = subprocess.run([binary] + cmd[1:], cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    print(f"   {wall:.1f} s, exit {proc.returncode}", flush=True)
+    return proc, wall
+
+
 def run_all(binary, selected, built):
     manifest_path = os.path.join(FIGURES, "manifest.json")
     manifest = {}
@@ -149,10 +160,7 @@ def run_all(binary, selected, built):
         if has_sweep(os.path.join(ROOT, toml)) and not stem.startswith("extra/"):
             cmd += ["--plot", outdir]
         shown = " ".join(cmd) + f" > {outdir}/rows.json"
-        print(f"== {shown}", flush=True)
-        start = time.monotonic()
-        proc = subprocess.run([binary] + cmd[1:], cwd=ROOT, capture_output=True, text=True)
-        wall = time.monotonic() - start
+        proc, wall = timed_run(binary, cmd, shown)
         entry = {
             "command": shown,
             "wall_s": round(wall, 1),
@@ -172,7 +180,6 @@ def run_all(binary, selected, built):
             entry["warnings"] = row_warnings(stem, rows)
             for w in entry["warnings"]:
                 print("WARNING " + w, flush=True)
-        print(f"   {wall:.1f} s, exit {proc.returncode}", flush=True)
         manifest["scenarios"][stem] = entry
         with open(manifest_path, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2)
@@ -573,11 +580,7 @@ def confirm_all(binary, selected):
             if sweep is not None:
                 cmd += ["--point", sweep]
             shown = " ".join(cmd)
-            print(f"== confirm: {shown}", flush=True)
-            start = time.monotonic()
-            proc = subprocess.run([binary] + cmd[1:], cwd=ROOT, capture_output=True, text=True)
-            wall = time.monotonic() - start
-            print(f"   {wall:.1f} s, exit {proc.returncode}", flush=True)
+            proc, wall = timed_run(binary, cmd, shown, "== confirm:")
             if proc.returncode != 0:
                 failures.append(f"{stem} (confirm {cc} {sweep}): exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
                 continue
@@ -592,23 +595,21 @@ def confirm_all(binary, selected):
     return failures
 
 
-def confirmations(stem):
-    """The confirmation rows of a file, by cell (congestion control, sweep point), if they
-    come from the binary of its rows.json."""
+def confirmed_standings(stem, manifest):
+    """`standings` of a file's confirmation rows, by (congestion control, sweep point,
+    metric label), if they come from the binary of its rows.json (`manifest` says which)."""
     path = confirm_path(stem)
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
         confirm = json.load(f)
-    with open(os.path.join(FIGURES, "manifest.json"), encoding="utf-8") as f:
-        manifest = json.load(f)
-    if manifest["scenarios"].get(stem, {}).get("binary_sha256") != confirm["binary_sha256"]:
+    if manifest.get("scenarios", {}).get(stem, {}).get("binary_sha256") != confirm["binary_sha256"]:
         return {}
-    out = {}
-    for cell in confirm["cells"]:
-        rows = cell["rows"]
-        out[(rows[0]["cc"], rows[0].get("sweep"))] = rows
-    return out
+    return {
+        (x["cc"], x["sweep"], x["label"]): x
+        for cell in confirm["cells"]
+        for x in standings(stem, cell["rows"])
+    }
 
 
 def scorecard():
@@ -629,11 +630,16 @@ def scorecard():
         verdict = "beyond" if abs(diff) > half else "within"
         return f"paired over {n} seeds {diff:+.3g} ± {half:.3g}, {verdict} the 95 % interval"
 
+    manifest_path = os.path.join(FIGURES, "manifest.json")
+    manifest = {}
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
     for path in sorted(glob.glob(os.path.join(FIGURES, "*", "rows.json"))):
         stem = os.path.basename(os.path.dirname(path))
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)
-        again = confirmations(stem)
+        again = confirmed_standings(stem, manifest)
         for s in standings(stem, rows):
             pair, label = s["pair"], s["label"]
             clear = pair is not None and abs(pair[1]) > pair[2]
@@ -647,13 +653,8 @@ def scorecard():
             line = f"{stem} {s['cc']}{sweep}: {label} {s['mine']:.4g} against {s['who']}'s {s['best']:.4g}"
             if pair is not None:
                 line += "; " + interval(pair)
-            rerun = [
-                x
-                for x in standings(stem, again.get((s["cc"], s["sweep"]), []))
-                if x["label"] == label
-            ]
-            if rerun:
-                x = rerun[0]
+            x = again.get((s["cc"], s["sweep"], label))
+            if x is not None:
                 fresh[x["verdict"]] += 1
                 line += (
                     f". On seeds {CONFIRM_SEED}–{CONFIRM_SEED + CONFIRM_REPEAT - 1}: {x['mine']:.4g} "
