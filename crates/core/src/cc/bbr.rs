@@ -78,7 +78,10 @@ pub enum BbrState {
 }
 
 /// Windowed maximum of the delivery rate over the last `window` round trips: the best
-/// sample of each round, newest last (at most `window` entries).
+/// sample of each round, newest last (at most `window` entries). The window ends at the
+/// newest sample, not at the current round: as Linux's `minmax_running_max`, old samples
+/// give way only to a new one, so rounds without a sample (all application-limited, as in
+/// ProbeRTT) keep the estimate instead of emptying it.
 #[derive(Clone, Debug)]
 struct MaxFilter {
     window: u64,
@@ -95,12 +98,8 @@ impl MaxFilter {
             _ => self.rounds.push_back((round, value)),
         }
     }
-    fn max(&self, round: u64) -> f64 {
-        self.rounds
-            .iter()
-            .filter(|&&(r, _)| r + self.window > round)
-            .map(|&(_, v)| v)
-            .fold(0.0, f64::max)
+    fn max(&self) -> f64 {
+        self.rounds.iter().map(|&(_, v)| v).fold(0.0, f64::max)
     }
 }
 
@@ -148,6 +147,10 @@ pub struct Bbr {
 
     probe_rtt_done: Option<Instant>,
     probe_rtt_round_done: bool,
+    /// Requests sent while at most this many bytes were delivered give application-limited
+    /// rate samples: ProbeRTT marks everything it sends so (Linux `bbr_update_min_rtt` sets
+    /// `tp->app_limited` while in ProbeRTT; `tcp_rate_gen` clears it once delivered passes).
+    app_limited_until: Option<u64>,
 
     /// Losses were reported since the last arrival.
     lost_since_arrival: bool,
@@ -191,6 +194,7 @@ impl Bbr {
             cycle_stamp: now,
             probe_rtt_done: None,
             probe_rtt_round_done: false,
+            app_limited_until: None,
             lost_since_arrival: false,
             recovery_start: None,
             packet_conservation: false,
@@ -202,7 +206,7 @@ impl Bbr {
     }
     /// BtlBw, bytes per second (0 before the first delivery-rate sample).
     pub fn btl_bw(&self) -> f64 {
-        self.btl_bw.max(self.round_count)
+        self.btl_bw.max()
     }
     /// RTprop, once an RTT has been sampled.
     pub fn rt_prop(&self) -> Option<Duration> {
@@ -231,6 +235,15 @@ impl Bbr {
         }
     }
 
+    /// The arrival's rate sample shows what the path was given to carry, not what it can
+    /// carry: the sender had too little to send, or held its flight at ProbeRTT's 4 packets.
+    fn app_limited(&self, a: &DataArrival) -> bool {
+        a.app_limited
+            || self
+                .app_limited_until
+                .is_some_and(|until| a.delivered_bytes_at_send <= until)
+    }
+
     /// Counts round trips and feeds the delivery-rate sample to the BtlBw filter.
     fn update_bw(&mut self, a: &DataArrival) {
         self.round_start = false;
@@ -253,7 +266,7 @@ impl Bbr {
         let bw = delivered as f64 / interval.as_secs_f64();
         // An application-limited sample shows what the path carried, not what it can carry:
         // it may raise the estimate but never age out a higher one.
-        if !a.app_limited || bw >= self.btl_bw() {
+        if !self.app_limited(a) || bw >= self.btl_bw() {
             self.btl_bw.update(self.round_count, bw);
         }
     }
@@ -295,7 +308,7 @@ impl Bbr {
     /// Paper §"Startup and Drain": the pipe is full once three rounds in a row fail to
     /// raise BtlBw by 25%.
     fn check_full_bw_reached(&mut self, a: &DataArrival) {
-        if self.full_bw_reached || !self.round_start || a.app_limited {
+        if self.full_bw_reached || !self.round_start || self.app_limited(a) {
             return;
         }
         let bw = self.btl_bw();
@@ -337,6 +350,11 @@ impl Bbr {
         if self.state != BbrState::ProbeRtt {
             return;
         }
+        // ProbeRTT's rounds at 4 packets measure the rate of 4 packets per RTT, not the
+        // bottleneck's. On a short path its 200 ms span more rounds than the BtlBw filter
+        // keeps (10 at 20 ms), and the filter would forget the bottleneck, leaving ProbeBW
+        // to regrow from 4 packets by 1.25 per 8-round cycle (seconds at 30 Mbit/s).
+        self.app_limited_until = Some(self.delivered + a.in_flight_bytes);
         match self.probe_rtt_done {
             None if a.in_flight_bytes <= self.probe_rtt_window => {
                 self.probe_rtt_done = Some(a.now + self.config.probe_rtt_duration);
@@ -532,14 +550,19 @@ mod tests {
         f.update(1, 100.0);
         f.update(1, 50.0);
         f.update(2, 80.0);
-        assert_eq!(f.max(2), 100.0);
+        assert_eq!(f.max(), 100.0);
         // Round 1 is inside the window up to round 10, and out of it from round 11.
         f.update(10, 70.0);
-        assert_eq!(f.max(10), 100.0);
+        assert_eq!(f.max(), 100.0);
         f.update(11, 60.0);
-        assert_eq!(f.max(11), 80.0);
-        assert_eq!(f.max(12), 70.0);
+        assert_eq!(f.max(), 80.0);
+        f.update(12, 10.0);
+        assert_eq!(f.max(), 70.0);
         assert!(f.rounds.len() <= 10);
+        // Rounds without a sample keep it: the next sample, 30 rounds on, replaces it.
+        assert_eq!(f.max(), 70.0);
+        f.update(42, 20.0);
+        assert_eq!(f.max(), 20.0);
     }
 
     #[test]
@@ -671,6 +694,28 @@ mod tests {
         let after = m.samples.iter().find(|s| s.now > end + ms(100)).unwrap();
         assert_eq!(after.probe.state, BbrState::ProbeBw);
         assert!(after.cwnd > 40 * MSS, "cwnd {}", after.cwnd);
+    }
+
+    #[test]
+    fn probe_rtt_keeps_the_bottleneck_rate_on_a_short_path() {
+        // At 20 ms, ProbeRTT's 200 ms at 4 packets span more than the filter's 10 rounds:
+        // their samples are application-limited, so BtlBw and the window come back whole.
+        let mut m = model(RATE, ms(20));
+        m.run(at(ms(25_000)));
+        let probe_rtt = m.samples.iter().filter(|s| s.probe.state == BbrState::ProbeRtt).count();
+        assert!(probe_rtt > 0, "no ProbeRTT");
+        for s in m.between(ms(2_000), ms(25_000)) {
+            assert!(
+                (s.probe.btl_bw / RATE - 1.0).abs() < 0.10,
+                "BtlBw {} at {:?}",
+                s.probe.btl_bw,
+                s.now
+            );
+        }
+        let steady: Vec<&Sample<Probe>> = m.between(ms(2_000), ms(25_000)).collect();
+        let (first, last) = (steady[0], steady[steady.len() - 1]);
+        let goodput = (last.delivered - first.delivered) as f64 / (last.now - first.now).as_secs_f64();
+        assert!(goodput > 0.95 * RATE, "goodput {goodput}");
     }
 
     #[test]
