@@ -9,14 +9,20 @@
 //! so paths can come and go. One factory is therefore one coupling group, meant for one
 //! download.
 //!
-//! A window grows only while the path fills it (RFC 9002 §7.8; Linux MPTCP's coupled
-//! controls return early unless `tcp_is_cwnd_limited`): within 3 packets of the window in
-//! congestion avoidance (Linux's `tcp_max_burst`), half of it in slow start. Here that
-//! matters more than for one path: every path's increase is divided by the group's summed
-//! rate, so a window the scheduler leaves unfilled (a pipe it caps, a path it rests) and
-//! that grew anyway shrinks the other paths' increase. Kondo's C under BALIA with `weave`,
-//! 5 seeds: 22.0 rebuffers against 24.8 with the unfilled window growing, the lossy Wi-Fi
-//! path carrying 0.210 against 0.208 Mbit/s. (For the uncoupled controls only a download
+//! A window grows only while the path fills it, to within 3 packets (RFC 9002 §7.8, "in
+//! either slow start or congestion avoidance"; Linux MPTCP's coupled controls return early
+//! unless `tcp_is_cwnd_limited`, whose allowance is `tcp_max_burst`). Here that matters more
+//! than for one path: every path's increase is divided by the group's summed rate, so a
+//! window the scheduler leaves unfilled (a pipe it caps, a path it rests) and that grew
+//! anyway shrinks the other paths' increase. Kondo's C under BALIA with `weave`, 5 seeds:
+//! 22.0 rebuffers against 24.8 with the unfilled window growing, the lossy Wi-Fi path
+//! carrying 0.210 against 0.208 Mbit/s. Linux lets a window in slow start grow to twice what
+//! is in flight; a path that never loses never leaves slow start, and a lossless LTE path
+//! whose requests `weave` caps at 50 then held a window of 111 packets (Kondo's C under
+//! BALIA, 20 seeds), twice its rate in the coupling. Under RFC 9002's rule it holds 58, the
+//! lossy Wi-Fi path's window is 2.14 instead of 2.12 packets (as under `xlink`, which fills
+//! the LTE window), and `weave`'s stalled time 2.956 % instead of 2.995 %; the schedulers
+//! that fill their windows are unchanged. (For the uncoupled controls only a download
 //! with nothing to ask counts as application-limited: the same rule there cost `weave`
 //! 0.4-3 % of its aggregation in MPRD Fig. 7(e) under CUBIC, and 3 % in the player scenario
 //! under `weft`, whose loss response is CUBIC's.)
@@ -28,19 +34,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
 use crate::time::Instant;
 
-/// Room, in packets, a window in congestion avoidance may have left and still count as
-/// filled (Linux's `tcp_max_burst`, the reordering degree 3).
+/// Room, in packets, a window may have left and still count as filled (Linux's
+/// `tcp_max_burst`, the reordering degree 3).
 const FILLED_ALLOWANCE: f64 = 3.0;
 
 /// The path filled its window when `arrival` came (see the module's doc).
-fn window_filled(arrival: &DataArrival, cwnd: f64, slow_start: bool, mss: f64) -> bool {
+fn window_filled(arrival: &DataArrival, cwnd: f64, mss: f64) -> bool {
     // The bytes in flight before this arrival was taken off them.
     let flight = (arrival.in_flight_bytes + arrival.bytes) as f64;
-    if slow_start {
-        2.0 * flight >= cwnd
-    } else {
-        flight + FILLED_ALLOWANCE * mss >= cwnd
-    }
+    flight + FILLED_ALLOWANCE * mss >= cwnd
 }
 
 /// What one path of a group shows the others.
@@ -328,7 +330,7 @@ impl<R: CoupledRule> Controller for Coupled<R> {
             paths[i].since_loss += a.bytes as f64;
             if me.recovery_start.is_some_and(|start| a.sent <= start)
                 || a.app_limited
-                || !window_filled(a, me.cwnd, me.cwnd < me.ssthresh, me.mss)
+                || !window_filled(a, me.cwnd, me.mss)
             {
                 return;
             }
@@ -433,9 +435,12 @@ mod tests {
 
     fn unfilled_window_holds<R: CoupledRule>(config: CoupledConfig<R>) {
         let mut cc = Coupled::new(&config, Instant::ZERO, MSS);
-        // Slow start at 10 packets: half of it filled grows it, less does not.
-        assert!(!grows_with(&mut cc, 4), "{}", R::NAME);
-        assert!(grows_with(&mut cc, 5), "{}", R::NAME);
+        // Slow start at 10 packets: the same 3 packets of room (RFC 9002 §7.8), not Linux's
+        // half of the window, which let a path that never loses keep twice its flight.
+        assert!(cc.in_slow_start());
+        assert!(!grows_with(&mut cc, 5), "{}", R::NAME);
+        assert!(!grows_with(&mut cc, 6), "{}", R::NAME);
+        assert!(grows_with(&mut cc, 7), "{}", R::NAME);
         // Congestion avoidance at 20 packets: 3 left unfilled still counts as full, 4 not.
         cc.force(20.0, ms(100), 0.0);
         assert!(!grows_with(&mut cc, 16), "{}", R::NAME);
