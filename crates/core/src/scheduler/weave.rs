@@ -79,7 +79,7 @@
 //!   task's start, waits for it, while the copier has nothing else to ask. Kondo's C and E
 //!   (a coupled control holds the 6 %-loss Wi-Fi path at a window of about 2), 20 seeds:
 //!   stalled time 0.015–0.035 points lower and completion 0.08–0.16 s sooner in all six
-//!   coupled cells, waste 0.02–0.03 % → 0.05 %; in any window, the `weft` cells, whose
+//!   coupled cells, waste 0.01–0.03 % → 0.03–0.06 %; in any window, the `weft` cells, whose
 //!   lossy path holds dozens of requests at each tail, finished 0.5 % later (the copies
 //!   delay the next task's first answers on the copier). Oldest first, each packet once,
 //!   copies capped at a small share of requests. Between paths of equal RTT the original is
