@@ -1,10 +1,11 @@
 //! The `pcdn` command: one binary for the laboratory and the delivery stack.
 
 mod bench;
+mod config_file;
 mod demo;
 mod sim;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// pcdn: multi-source video delivery. A client fetches one content from many edge servers
 /// and a CDN origin at once, and its scheduler keeps the pieces arriving in order while the
@@ -44,7 +45,16 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let command = config_file::with_config_option(Cli::command());
+    let argv = match config_file::expand(&command, std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let matches = command.get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Add(args) => pcdn_net::add::run_add(args),
         Command::Bench(args) => bench::run(args),

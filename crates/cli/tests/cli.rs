@@ -89,3 +89,61 @@ fn the_core_bench_takes_a_scheduler_and_a_control_and_names_a_wrong_one() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("--scheduler") && err.contains("nope"), "{err}");
 }
+
+/// `pcdn serve --config FILE` runs from a TOML file of its options, and its log lines carry no
+/// terminal colour codes when stderr is a file.
+#[test]
+fn serve_runs_from_a_config_file_and_logs_plain_text_to_a_file() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("edge.toml");
+    let store = dir.path().join("store");
+    std::fs::write(
+        &config,
+        format!(
+            "# an edge with no tracker\nstore = {:?}\nlisten = \"127.0.0.1:0\"\nmax_sessions = 16\n",
+            store
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("serve.log");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pcdn"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut text = String::new();
+    while std::time::Instant::now() < deadline {
+        text.clear();
+        std::fs::File::open(&log).unwrap().read_to_string(&mut text).unwrap();
+        if text.contains("127.0.0.1") || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        text.contains("127.0.0.1"),
+        "pcdn serve did not start from {}: {text}",
+        config.display()
+    );
+    assert!(store.is_dir(), "the store of the config file is used");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI escape codes in a log written to a file: {text:?}"
+    );
+
+    std::fs::write(&config, format!("store = {:?}\nmax_sessions = \"many\"\n", store)).unwrap();
+    let out = pcdn().args(["serve", "--config"]).arg(&config).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("edge.toml") && err.contains("line 2") && err.contains("key `max_sessions`"),
+        "{err}"
+    );
+}

@@ -574,8 +574,9 @@ pub struct ServerArgs {
     /// This device is the CDN origin: it publishes the store's manifests to the tracker.
     #[arg(long)]
     pub origin: bool,
-    /// Address clients should use, given to the tracker (default: the listen address).
-    #[arg(long, value_name = "ADDR")]
+    /// Address clients should use, given to the tracker (default: the listen address): IP:PORT
+    /// or HOST:PORT, a host name being resolved once at start.
+    #[arg(long, value_name = "ADDR", value_parser = parse_advertise_arg)]
     pub advertise: Option<SocketAddr>,
     /// Upload cap, e.g. 4mbit (bit/s; units as in scenario files). Default: unlimited.
     #[arg(long, value_name = "RATE", value_parser = parse_rate_arg)]
@@ -593,6 +594,30 @@ pub struct ServerArgs {
     /// Serve Prometheus metrics on http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+}
+
+/// An `--advertise` address: an IP literal with its port, or a host name and port resolved now
+/// (an IPv4 address first, since the tracker gives one address per device).
+pub fn parse_advertise_arg(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let expected = "expected IP:PORT or HOST:PORT, e.g. edge1.example.net:7801";
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?} has no port: {expected}"))?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("{text:?}: {expected}"));
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(text)
+        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|addr| addr.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} resolves to no address"))
 }
 
 /// A rate argument in bit/s (`4mbit`, `500kbit`, `1gbit`).
@@ -692,6 +717,31 @@ mod tests {
         assert!(check_device_id(&"x".repeat(65)).is_err());
         let e = check_device_id("edge 1").unwrap_err().to_string();
         assert!(e.contains("\"edge 1\""), "{e}");
+    }
+
+    #[test]
+    fn advertised_addresses_may_be_host_names() {
+        assert_eq!(
+            parse_advertise_arg("192.0.2.7:7801"),
+            Ok("192.0.2.7:7801".parse().unwrap())
+        );
+        assert_eq!(
+            parse_advertise_arg("[2001:db8::1]:7801"),
+            Ok("[2001:db8::1]:7801".parse().unwrap())
+        );
+        let local = parse_advertise_arg("localhost:7801").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 7801, "{local}");
+        assert!(parse_advertise_arg("localhost").unwrap_err().contains("has no port"));
+        assert!(
+            parse_advertise_arg("localhost:http")
+                .unwrap_err()
+                .contains("expected IP:PORT or HOST:PORT")
+        );
+        assert!(
+            parse_advertise_arg("no-such-host.invalid:7801")
+                .unwrap_err()
+                .contains("cannot resolve")
+        );
     }
 
     #[test]

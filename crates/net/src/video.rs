@@ -3,7 +3,7 @@
 //! to store back to back.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use pcdn_core::manifest::{Container, VideoFile, VideoInfo};
@@ -29,6 +29,14 @@ pub enum VideoError {
     BadPlaylist { path: PathBuf, reason: String },
     #[error("{}: segment missing (listed in {})", segment.display(), playlist.display())]
     SegmentMissing { segment: PathBuf, playlist: PathBuf },
+    #[error(
+        "{}: the movie box (moov) comes after the media data (mdat), so a player could show nothing \
+         before the whole file arrived; move it to the front with \
+         `ffmpeg -i {} -c copy -movflags +faststart OUT.mp4` and import OUT.mp4",
+        path.display(),
+        path.display()
+    )]
+    MoovAtEnd { path: PathBuf },
 }
 
 /// A video ready to import: its metadata and the files whose bytes, back to back, are the content.
@@ -68,8 +76,14 @@ fn average_bitrate(bytes: u64, duration_ms: u64) -> u64 {
 /// An MP4 file: its duration is the longest track's (mdhd duration ÷ timescale, ISO/IEC
 /// 14496-12 §8.4.2), its bitrate the file's bytes over that duration.
 pub fn probe_mp4(path: &Path) -> Result<VideoImport, VideoError> {
-    let file = File::open(path).map_err(io_error(path))?;
+    let mut file = File::open(path).map_err(io_error(path))?;
     let length = file.metadata().map_err(io_error(path))?.len();
+    if first_of_moov_and_mdat(&mut file, length).map_err(io_error(path))? == Some(*b"mdat") {
+        return Err(VideoError::MoovAtEnd {
+            path: path.to_path_buf(),
+        });
+    }
+    file.rewind().map_err(io_error(path))?;
     let context = mp4parse::read_mp4(&mut BufReader::with_capacity(1 << 16, file)).map_err(|e| match e {
         mp4parse::Error::Io(source) if source.kind() != std::io::ErrorKind::UnexpectedEof => VideoError::Io {
             path: path.to_path_buf(),
@@ -106,6 +120,36 @@ pub fn probe_mp4(path: &Path) -> Result<VideoImport, VideoError> {
         },
         files: vec![path.to_path_buf()],
     })
+}
+
+/// Which of `moov` and `mdat` comes first among the top-level boxes of an ISO base media file
+/// (box headers per ISO/IEC 14496-12 §4.2: a 32-bit size, the type, a 64-bit size when the
+/// first is 1, and 0 for "to the end of the file"); `None` if neither is found, or the boxes
+/// stop parsing (mp4parse then says why).
+fn first_of_moov_and_mdat(file: &mut (impl Read + Seek), length: u64) -> std::io::Result<Option<[u8; 4]>> {
+    let mut at = 0u64;
+    while at + 8 <= length {
+        file.seek(SeekFrom::Start(at))?;
+        let mut header = [0u8; 16];
+        file.read_exact(&mut header[..8])?;
+        let kind: [u8; 4] = header[4..8].try_into().expect("four bytes");
+        if &kind == b"moov" || &kind == b"mdat" {
+            return Ok(Some(kind));
+        }
+        let size = match u32::from_be_bytes(header[..4].try_into().expect("four bytes")) {
+            0 => return Ok(None),
+            1 if at + 16 <= length => {
+                file.read_exact(&mut header[8..16])?;
+                u64::from_be_bytes(header[8..16].try_into().expect("eight bytes"))
+            }
+            size => u64::from(size),
+        };
+        if size < 8 {
+            return Ok(None);
+        }
+        at = at.saturating_add(size);
+    }
+    Ok(None)
 }
 
 /// An HLS folder: its one media playlist, then every file the playlist names (an
@@ -273,6 +317,63 @@ mod tests {
         write(dir.path(), "index.m3u8", b"no playlist at all");
         let e = probe(dir.path()).unwrap_err().to_string();
         assert!(e.contains("index.m3u8") && e.contains("not an HLS playlist"), "{e}");
+    }
+
+    /// A top-level ISO BMFF box: a 32-bit size (or 1 and a 64-bit size), its type, `body` bytes.
+    fn mp4_box(kind: &[u8; 4], body: usize, large: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        if large {
+            out.extend(1u32.to_be_bytes());
+            out.extend(kind);
+            out.extend((16 + body as u64).to_be_bytes());
+        } else {
+            out.extend((8 + body as u32).to_be_bytes());
+            out.extend(kind);
+        }
+        out.resize(out.len() + body, 0);
+        out
+    }
+
+    #[test]
+    fn an_mp4_whose_moov_follows_its_mdat_is_refused_with_the_command_that_fixes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slow.mp4");
+        let late = [
+            mp4_box(b"ftyp", 16, false),
+            mp4_box(b"free", 8, true),
+            mp4_box(b"mdat", 4096, false),
+            mp4_box(b"moov", 64, false),
+        ]
+        .concat();
+        std::fs::write(&path, &late).unwrap();
+        let e = probe(&path).unwrap_err();
+        assert!(matches!(e, VideoError::MoovAtEnd { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("slow.mp4") && text.contains("-movflags +faststart"),
+            "{text}"
+        );
+
+        let mut file = std::io::Cursor::new(&late);
+        assert_eq!(
+            first_of_moov_and_mdat(&mut file, late.len() as u64).unwrap(),
+            Some(*b"mdat")
+        );
+        let early = [
+            mp4_box(b"ftyp", 16, false),
+            mp4_box(b"moov", 64, true),
+            mp4_box(b"mdat", 4096, false),
+        ]
+        .concat();
+        let mut file = std::io::Cursor::new(&early);
+        assert_eq!(
+            first_of_moov_and_mdat(&mut file, early.len() as u64).unwrap(),
+            Some(*b"moov")
+        );
+        // Boxes that stop parsing are left to mp4parse's error.
+        let broken = [mp4_box(b"ftyp", 16, false), vec![0, 0, 0, 3, b'x', b'x', b'x', b'x']].concat();
+        let mut file = std::io::Cursor::new(&broken);
+        assert_eq!(first_of_moov_and_mdat(&mut file, broken.len() as u64).unwrap(), None);
     }
 
     #[test]
