@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-run the paper-reproduction scenarios and regenerate docs/figures/.
+"""Re-run the paper-reproduction scenarios and regenerate docs/figures/ (or --out DIR).
 
 For every scenarios/pscheduler-*.toml, scenarios/mprd-*.toml and scenarios/kondo-*.toml this
 runs
@@ -29,6 +29,10 @@ Usage (from anywhere; Python 3 standard library only):
     scripts/reproduce.py --only fig15     # only scenarios whose stem contains "fig15"
     scripts/reproduce.py --tables-only    # only rebuild tables.md from the rows.json files
     scripts/reproduce.py --no-build --bin /path/to/pcdn
+    scripts/reproduce.py --out ~/pcdn-figures   # write everything into a folder of your own
+
+A full run takes about 40 minutes on 2 cores (each scenario's progress is passed on to stderr
+every few seconds); --only takes a few minutes a file.
 
 The binary is copied to a temporary file before the runs, so a concurrent `cargo build`
 cannot swap it halfway through.
@@ -46,13 +50,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import types
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = os.path.join(ROOT, "scenarios")
-FIGURES = os.path.join(ROOT, "docs", "figures")
-EXTRA = os.path.join(FIGURES, "extra")
+DEFAULT_FIGURES = os.path.join(ROOT, "docs", "figures")
+# Where rows, plots, the manifest and tables.md are written (--out); the repository's own by default.
+FIGURES = DEFAULT_FIGURES
+# The extra runs' scenario files (inputs, whatever --out says).
+EXTRA = os.path.join(DEFAULT_FIGURES, "extra")
 
 
 def stems():
@@ -81,6 +90,13 @@ def toml_of(stem):
     if stem.startswith("extra/"):
         return os.path.join("docs", "figures", stem + ".toml")
     return os.path.join("scenarios", stem + ".toml")
+
+
+def shown_path(path):
+    """`path` relative to the repository root when it lies inside it, absolute otherwise (the
+    runs start in the root, so either works in a command line)."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
 
 
 def has_sweep(path):
@@ -120,13 +136,29 @@ def row_warnings(stem, rows):
 
 def timed_run(binary, cmd, shown, label="=="):
     """Runs `cmd` (its first word stands for `binary`) from the repository root, printing
-    `shown` before and the wall time and exit status after; returns the process and seconds."""
+    `shown` before and the wall time and exit status after, and passing on the run's progress
+    lines (stderr) as they come; returns the finished run (returncode, stdout, stderr) and its
+    seconds."""
     print(f"{label} {shown}", flush=True)
     start = time.monotonic()
-    proc = subprocess.run([binary] + cmd[1:], cwd=ROOT, capture_output=True, text=True)
+    child = subprocess.Popen(
+        [binary] + cmd[1:], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    err_lines = []
+
+    def relay():
+        for line in child.stderr:
+            err_lines.append(line)
+            print("   " + line.rstrip(), file=sys.stderr, flush=True)
+
+    relayer = threading.Thread(target=relay, daemon=True)
+    relayer.start()
+    stdout = child.stdout.read()
+    child.wait()
+    relayer.join()
     wall = time.monotonic() - start
-    print(f"   {wall:.1f} s, exit {proc.returncode}", flush=True)
-    return proc, wall
+    print(f"   {wall:.1f} s, exit {child.returncode}", flush=True)
+    return types.SimpleNamespace(returncode=child.returncode, stdout=stdout, stderr="".join(err_lines)), wall
 
 
 def run_all(binary, selected, built):
@@ -151,7 +183,7 @@ def run_all(binary, selected, built):
     failures = []
     for stem in selected:
         toml = toml_of(stem)
-        outdir = os.path.join("docs", "figures", stem)
+        outdir = shown_path(os.path.join(FIGURES, stem))
         os.makedirs(os.path.join(ROOT, outdir), exist_ok=True)
         cmd = ["target/release/pcdn", "sim", toml, "--json"]
         if not stem.startswith("extra/"):
@@ -816,7 +848,7 @@ def write_tables():
     # Fill the generated blocks of docs/reproduction.md, if it has them:
     # <!-- BEGIN generated KEY --> ... <!-- END generated KEY -->
     doc = os.path.join(ROOT, "docs", "reproduction.md")
-    if os.path.exists(doc):
+    if os.path.exists(doc) and FIGURES == DEFAULT_FIGURES:
         with open(doc, encoding="utf-8") as f:
             text = f.read()
 
@@ -843,12 +875,21 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "pcdn"))
     ap.add_argument("--tables-only", action="store_true", help="only rewrite tables.md")
     ap.add_argument(
+        "--out",
+        metavar="DIR",
+        default=DEFAULT_FIGURES,
+        help="write rows, plots, manifest.json and tables.md into DIR (default: the repository's "
+        "docs/figures, whose generated blocks in docs/reproduction.md are then refilled too)",
+    )
+    ap.add_argument(
         "--confirm-only",
         action="store_true",
         help="only run the cells behind on the means again on fresh seeds (rows.json must be from --bin)",
     )
     args = ap.parse_args()
 
+    global FIGURES
+    FIGURES = os.path.abspath(args.out)
     os.makedirs(FIGURES, exist_ok=True)
     failures = []
     if not args.tables_only:

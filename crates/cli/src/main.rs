@@ -3,6 +3,7 @@
 mod bench;
 mod config_file;
 mod demo;
+mod progress;
 mod sim;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -38,7 +39,9 @@ enum Command {
     Play(pcdn_net::play::PlayArgs),
     /// Serve a content store over UDP as an edge device (or, with --origin, the CDN origin).
     Serve(pcdn_net::serve::ServerArgs),
-    /// Run a scenario file in the deterministic network simulator and compare schedulers.
+    /// Run a scenario file in the deterministic network simulator and compare schedulers. The
+    /// default scenario takes seconds; a paper's file one to ten minutes on 2 cores (release
+    /// build), with a progress line on stderr every 5 s when it is not a terminal.
     Sim(sim::SimArgs),
     /// Run the control plane: device registry, content lookups and signed manifests over HTTP.
     Tracker(pcdn_tracker::TrackerArgs),

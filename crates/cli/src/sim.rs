@@ -4,12 +4,10 @@
 mod plot;
 
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcdn_sim::scenario::{FullRow, PlayerRow, RunMetrics, Scenario, paired};
 
 /// The scenario `pcdn sim` runs without a FILE.
@@ -106,20 +104,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     }
 
     let total = scenario.runs().len() as u64;
-    let progress = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs, {elapsed} (eta {eta}) {wide_msg}")
-                .expect("a valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_message(scenario.name.clone());
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let rows = scenario.run_full(args.threads, &|| progress.inc(1));
-    progress.finish_and_clear();
+    let progress = crate::progress::Progress::new(&scenario.name, total, "runs", false);
+    let rows = scenario.run_full(args.threads, &|| progress.inc());
+    progress.finish();
     let mut rows = rows?;
     if !args.runs && args.against.is_none() {
         rows.iter_mut().for_each(|r| r.runs.clear());
@@ -253,9 +240,10 @@ fn paired_table(scenario: &Scenario, rows: &[FullRow], against: &str) -> String 
     let references: std::rc::Rc<Vec<FullRow>> =
         std::rc::Rc::new(rows.iter().filter(|r| r.row.scheduler == against).cloned().collect());
     let mut columns = cell_columns(scenario);
-    let mut metric = |header: &str, decimals: usize, value: fn(&RunMetrics) -> Option<f64>| {
+    let mut metric = |header: &str, better: Better, decimals: usize, value: fn(&RunMetrics) -> Option<f64>| {
         let references = references.clone();
-        columns.push(column(header, true, move |r| {
+        let header = format!("{header} {}", better.arrow());
+        columns.push(column(&header, true, move |r| {
             let Some(reference) = references.iter().find(|q| cell(q) == cell(r)) else {
                 return "-".to_owned();
             };
@@ -266,28 +254,27 @@ fn paired_table(scenario: &Scenario, rows: &[FullRow], against: &str) -> String 
                     .collect::<Option<Vec<f64>>>()
             };
             match values(r).zip(values(reference)).and_then(|(a, b)| paired(&a, &b)) {
-                Some(p) => format!(
-                    "{:+.decimals$} ± {:.decimals$}{}",
-                    p.mean,
-                    p.half_width,
-                    if p.is_clear() { "*" } else { " " }
-                ),
+                Some(p) => difference(&p, decimals),
                 None => "-".to_owned(),
             }
         }));
     };
-    metric("aggregation", 4, |m| Some(m.aggregation));
-    metric("completion s", 3, |m| m.completion_s);
-    metric("ofo mean kB", 1, |m| Some(m.ofo_mean_bytes / 1e3));
-    metric("wait p99 ms", 2, |m| Some(m.wait_p99_ms));
-    metric("waste", 4, |m| Some(m.waste));
+    metric("aggregation", Better::Higher, 4, |m| Some(m.aggregation));
+    metric("completion s", Better::Lower, 3, |m| m.completion_s);
+    metric("ofo mean kB", Better::Lower, 1, |m| Some(m.ofo_mean_bytes / 1e3));
+    metric("wait p99 ms", Better::Lower, 2, |m| Some(m.wait_p99_ms));
+    metric("waste", Better::Lower, 4, |m| Some(m.waste));
     if rows.iter().any(|r| r.player.is_some()) {
-        metric("first frame s", 4, |m| {
+        metric("first frame s", Better::Lower, 4, |m| {
             m.player.as_ref()?.first_frame_latency.map(|d| d.as_secs_f64())
         });
-        metric("rebuffers", 2, |m| m.player.as_ref().map(|p| p.rebuffer_count as f64));
-        metric("stall %", 3, |m| m.player.as_ref().map(|p| p.stall_percentage));
-        metric("frames discarded", 1, |m| {
+        metric("rebuffers", Better::Lower, 2, |m| {
+            m.player.as_ref().map(|p| p.rebuffer_count as f64)
+        });
+        metric("stall %", Better::Lower, 3, |m| {
+            m.player.as_ref().map(|p| p.stall_percentage)
+        });
+        metric("frames discarded", Better::Lower, 1, |m| {
             m.player.as_ref().map(|p| p.frames_discarded as f64)
         });
     }
@@ -295,9 +282,41 @@ fn paired_table(scenario: &Scenario, rows: &[FullRow], against: &str) -> String 
     let seeds = rows.first().map_or(0, |r| r.runs.len());
     format!(
         "against {against}, seed by seed over {seeds} seeds: mean difference (row − {against}) ± \
-         95 % interval; * where the interval excludes zero\n{}",
+         95 % interval; * where the interval excludes zero; ↑ higher is better, ↓ lower is better; \
+         `same`: equal on every seed\n{}",
         render(&columns, others.into_iter())
     )
+}
+
+/// Which way a metric is better, shown in the `--against` header.
+#[derive(Clone, Copy)]
+enum Better {
+    Higher,
+    Lower,
+}
+
+impl Better {
+    fn arrow(self) -> &'static str {
+        match self {
+            Better::Higher => "↑",
+            Better::Lower => "↓",
+        }
+    }
+}
+
+/// A paired difference as `+0.012 ± 0.004*`: `same` when it is zero on every seed, and in
+/// scientific notation when `decimals` would round a real difference to zero.
+fn difference(p: &pcdn_sim::scenario::Paired, decimals: usize) -> String {
+    if p.mean == 0.0 && p.half_width == 0.0 {
+        return "same ".to_owned();
+    }
+    let star = if p.is_clear() { "*" } else { " " };
+    let shown = 0.5 * 10f64.powi(-(decimals as i32));
+    if p.mean.abs() < shown && p.half_width < shown {
+        format!("{:+.1e} ± {:.1e}{star}", p.mean, p.half_width)
+    } else {
+        format!("{:+.decimals$} ± {:.decimals$}{star}", p.mean, p.half_width)
+    }
 }
 
 /// Header, rule and one line per row, each column as wide as its widest text.
@@ -336,4 +355,21 @@ fn render<'a>(columns: &[Column], rows: impl Iterator<Item = &'a FullRow>) -> St
         line(&mut out, &mut row.iter().map(String::as_str));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcdn_sim::scenario::paired;
+
+    #[test]
+    fn differences_never_print_as_a_signed_zero() {
+        let same = paired(&[1.0, 2.0], &[1.0, 2.0]).unwrap();
+        assert_eq!(difference(&same, 4), "same ");
+        let tiny = paired(&[1.0, 2.0, 3.0], &[1.0 + 2e-6, 2.0 + 3e-6, 3.0 + 2.5e-6]).unwrap();
+        let text = difference(&tiny, 4);
+        assert!(text.starts_with("-2.5e-6 ± ") && text.ends_with('*'), "{text}");
+        let clear = paired(&[1.0, 2.0, 3.0], &[0.0, 1.0, 2.5]).unwrap();
+        assert_eq!(difference(&clear, 3), "+0.833 ± 0.717*");
+    }
 }

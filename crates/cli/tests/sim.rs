@@ -166,7 +166,7 @@ fn against_pairs_each_other_row_with_the_named_scheduler_seed_by_seed() {
         .expect(&text);
     let lines: Vec<&str> = paired.lines().skip(1).collect();
     assert!(
-        lines[0].contains("aggregation") && lines[0].contains("completion s"),
+        lines[0].contains("aggregation ↑") && lines[0].contains("completion s ↓"),
         "{paired}"
     );
     let rows: Vec<&str> = lines[2..].to_vec();
@@ -174,7 +174,12 @@ fn against_pairs_each_other_row_with_the_named_scheduler_seed_by_seed() {
     for (row, delay) in rows.iter().zip(["20ms", "60ms"]) {
         let words: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&words[..3], ["round-robin", "cubic", delay], "{row}");
-        assert_eq!(row.matches('±').count(), 5, "one interval per metric: {row}");
+        assert_eq!(
+            row.matches('±').count() + row.matches("same").count(),
+            5,
+            "one interval (or `same`) per metric: {row}"
+        );
+        assert!(!row.contains("-0.0000 ± 0.0000"), "{row}");
     }
     let out = pcdn()
         .arg("sim")

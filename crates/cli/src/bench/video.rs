@@ -12,7 +12,6 @@
 
 use anyhow::{Context, bail, ensure};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcdn_core::time::{Duration, Instant};
 use pcdn_sim::scenario::Scenario;
 use pcdn_sim::world::World;
@@ -181,15 +180,12 @@ pub fn run(args: VideoArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let bar = if args.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::with_draw_target(
-            Some((videos.len() * schedulers.len()) as u64),
-            ProgressDrawTarget::stderr(),
-        )
-    };
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
+    let bar = crate::progress::Progress::new(
+        "bench video",
+        (videos.len() * schedulers.len()) as u64,
+        "deliveries",
+        false,
+    );
     let mut rows = Vec::new();
     for path in &videos {
         let video = probe(path)?;
@@ -236,10 +232,10 @@ pub fn run(args: VideoArgs) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&row)?);
             }
             rows.push(row);
-            bar.inc(1);
+            bar.inc();
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     if let Some(mut f) = frames_out {
         f.flush()?;
     }
