@@ -110,7 +110,11 @@ impl DeviceInfo {
     }
 }
 
-/// `GET /v1/contents/{cid}/servers`: edges holding the content, and every origin.
+/// Most origins a client takes from one lookup: the tracker lists 4 by default
+/// (`pcdn tracker --max-origins`), and each is a path the client opens.
+pub const MAX_LOOKUP_ORIGINS: usize = 8;
+
+/// `GET /v1/contents/{cid}/servers`: edges holding the content, and the best origins.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Lookup {
     pub content: String,
@@ -258,10 +262,17 @@ impl TrackerClient {
     }
 
     /// `GET /v1/contents/{cid}/servers?n={n}`.
+    ///
+    /// At most `n` servers and `MAX_LOOKUP_ORIGINS` origins are kept, whatever the tracker
+    /// lists: a client opens a path to each, so a tracker (or whoever answers in its place)
+    /// must not be able to make it open thousands.
     pub async fn servers(&self, id: &ContentId, n: u32) -> Result<Lookup, TrackerError> {
         let url = format!("{}/v1/contents/{}/servers?n={n}", self.base, content_id_hex(id));
         let response = self.send("GET", &url, self.http.get(&url), false).await?;
-        decode_json("GET", &url, response).await
+        let mut lookup: Lookup = decode_json("GET", &url, response).await?;
+        lookup.servers.truncate(n as usize);
+        lookup.origins.truncate(MAX_LOOKUP_ORIGINS);
+        Ok(lookup)
     }
 
     async fn send(
@@ -357,5 +368,41 @@ mod tests {
             "{text}"
         );
         assert!(matches!(e, TrackerError::Transport { .. }));
+    }
+
+    /// A tracker (or an impostor answering for it) listing 2,000 origins and 100 servers
+    /// cannot make the client take more than `n` servers and `MAX_LOOKUP_ORIGINS` origins.
+    #[tokio::test]
+    async fn a_lookup_keeps_n_servers_and_a_few_origins_whatever_the_answer() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let device = |i: usize, origin: bool| {
+            serde_json::json!({"id": format!("d{i}"), "addr": format!("127.0.0.1:{}", 1000 + i),
+                "origin": origin, "upload_capacity_bps": 1, "upload_bps": 0, "free_upload_bps": 1,
+                "sessions": 0, "healthy": true})
+        };
+        let body = serde_json::json!({
+            "content": "07".repeat(32),
+            "servers": (0..100).map(|i| device(i, false)).collect::<Vec<_>>(),
+            "origins": (0..2_000).map(|i| device(i, true)).collect::<Vec<_>>(),
+        })
+        .to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 4096];
+            let _ = stream.read(&mut request).await.unwrap();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            stream.write_all(body.as_bytes()).await.unwrap();
+        });
+        let client = TrackerClient::new(&format!("http://{addr}"), None).unwrap();
+        let lookup = client.servers(&ContentId([7; 32]), 8).await.unwrap();
+        assert_eq!((lookup.servers.len(), lookup.origins.len()), (8, MAX_LOOKUP_ORIGINS));
+        assert_eq!(lookup.servers[0].id, "d0", "the tracker's order is kept");
+        server.await.unwrap();
     }
 }

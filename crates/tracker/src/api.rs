@@ -144,10 +144,13 @@ impl RegisterRequest {
                 ),
             )
         })?;
-        if addr.ip().is_unspecified() || addr.port() == 0 {
+        if let Some(reason) = model::unreachable_addr_reason(addr) {
             return Err(ApiError::invalid_field(
                 "addr",
-                format!("{addr} is not an address clients can reach: give a specific IP and a non-zero port"),
+                format!(
+                    "{addr} is not an address clients can reach ({reason}): expected a unicast IP \
+                     (loopback, private or public) and a non-zero port"
+                ),
             ));
         }
         let public_key = match &self.public_key {
@@ -361,7 +364,7 @@ async fn servers<S: Store>(
     let started = Instant::now();
     let found = state.store.lookup(content, n, unix_millis()).await?;
     let response = ([(CONTENT_TYPE, "application/json")], lookup_json(&content, &found)).into_response();
-    state.metrics.observe_lookup(started.elapsed());
+    state.metrics.observe_lookup(started.elapsed(), found.records_read);
     Ok(response)
 }
 

@@ -1,6 +1,6 @@
 //! The `pcdn tracker` command line: its arguments and the blocking entry point.
 
-use crate::{StoreUrl, TrackerConfig, serve};
+use crate::{StoreLimits, StoreUrl, TrackerConfig, serve};
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,16 @@ pub struct TrackerArgs {
     /// Seconds between a device's heartbeats, as told to devices [default: ttl / 3, at least 1].
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub heartbeat: Option<u64>,
+    /// Most origins a lookup lists (never more than its `n`).
+    #[arg(long, value_name = "N", default_value_t = StoreLimits::default().max_origins, value_parser = parse_positive)]
+    pub max_origins: usize,
+}
+
+fn parse_positive(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(value) if value > 0 => Ok(value),
+        _ => Err(format!("expected a positive integer, got {text:?}")),
+    }
 }
 
 /// The trimmed contents of a secret file; an error naming the file if it cannot be read, is not
@@ -56,6 +66,10 @@ impl TrackerArgs {
             secret: read_secret_file(&self.secret_file)?,
             ttl,
             heartbeat,
+            limits: StoreLimits {
+                max_origins: self.max_origins,
+                ..StoreLimits::default()
+            },
         })
     }
 }

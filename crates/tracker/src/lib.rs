@@ -85,6 +85,27 @@ impl fmt::Display for StoreUrl {
     }
 }
 
+/// Bounds on what the registry keeps and on what one lookup reads (docs/tracker.md, "Bounds").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Most origins a lookup lists (and never more than its `n`). Default 4: a client fetches
+    /// from a handful of origins at most; every path beyond that costs it a handshake.
+    pub max_origins: usize,
+    /// Ranking entries a lookup may read beyond the `n` it returns, to skip devices that expired
+    /// since the last sweep. Default 64: a sweep runs every ttl/4, so only devices that expired
+    /// within one sweep interval are skipped, and 64 is the largest `n`.
+    pub lookup_slack: usize,
+}
+
+impl Default for StoreLimits {
+    fn default() -> StoreLimits {
+        StoreLimits {
+            max_origins: 4,
+            lookup_slack: 64,
+        }
+    }
+}
+
 /// Everything a tracker needs to run.
 #[derive(Clone)]
 pub struct TrackerConfig {
@@ -97,6 +118,8 @@ pub struct TrackerConfig {
     pub ttl: Duration,
     /// How often devices are told to heartbeat. Whole seconds, 1 s ..= ttl.
     pub heartbeat: Duration,
+    /// Bounds on the registry and on lookups.
+    pub limits: StoreLimits,
 }
 
 impl fmt::Debug for TrackerConfig {
@@ -107,6 +130,7 @@ impl fmt::Debug for TrackerConfig {
             .field("secret", &"<redacted>")
             .field("ttl", &self.ttl)
             .field("heartbeat", &self.heartbeat)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -125,6 +149,7 @@ impl TrackerConfig {
             secret,
             ttl: Self::DEFAULT_TTL,
             heartbeat: Self::DEFAULT_HEARTBEAT,
+            limits: StoreLimits::default(),
         }
     }
 
@@ -141,6 +166,9 @@ impl TrackerConfig {
                 self.heartbeat,
                 self.ttl
             );
+        }
+        if self.limits.max_origins == 0 {
+            bail!("max_origins is 0: a lookup must be able to list at least one origin");
         }
         Ok(())
     }
@@ -197,20 +225,20 @@ pub async fn bind(config: TrackerConfig) -> anyhow::Result<RunningTracker> {
     let (store_kind, task) = match &config.store {
         StoreUrl::Sqlite(path) => {
             let path = path.clone();
-            let ttl = config.ttl;
+            let (ttl, limits) = (config.ttl, config.limits.clone());
             let store = tokio::task::spawn_blocking(move || {
-                SqliteStore::open(Some(&path), ttl)
+                SqliteStore::open(Some(&path), ttl, limits)
                     .with_context(|| format!("cannot open the SQLite store {}", path.display()))
             })
             .await??;
             ("sqlite", tokio::spawn(run_server(listener, store, config, stopped)))
         }
         StoreUrl::SqliteMemory => {
-            let store = SqliteStore::open(None, config.ttl)?;
+            let store = SqliteStore::open(None, config.ttl, config.limits.clone())?;
             ("sqlite", tokio::spawn(run_server(listener, store, config, stopped)))
         }
         StoreUrl::Redis(url) => {
-            let store = RedisStore::connect(url, config.ttl)
+            let store = RedisStore::connect(url, config.ttl, config.limits.clone())
                 .await
                 .with_context(|| format!("cannot reach the Redis store {url}"))?;
             ("redis", tokio::spawn(run_server(listener, store, config, stopped)))

@@ -24,6 +24,7 @@ pub(crate) struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     lookup_seconds: Histogram,
+    lookup_records: Counter,
     live_devices: Gauge,
     registrations: Counter,
     expirations: Counter,
@@ -46,6 +47,12 @@ impl Metrics {
             Unit::Seconds,
             lookup_seconds.clone(),
         );
+        let lookup_records = Counter::default();
+        registry.register(
+            "lookup_records",
+            "device records lookups read (at most n + the lookup slack each, whatever the holders)",
+            lookup_records.clone(),
+        );
         let live_devices = Gauge::default();
         registry.register(
             "live_devices",
@@ -64,6 +71,7 @@ impl Metrics {
             registry,
             requests,
             lookup_seconds,
+            lookup_records,
             live_devices,
             registrations,
             expirations,
@@ -80,8 +88,9 @@ impl Metrics {
             .inc();
     }
 
-    pub fn observe_lookup(&self, elapsed: Duration) {
+    pub fn observe_lookup(&self, elapsed: Duration, records_read: usize) {
         self.lookup_seconds.observe(elapsed.as_secs_f64());
+        self.lookup_records.inc_by(records_read as u64);
     }
 
     pub fn set_live_devices(&self, live: u64) {

@@ -2,8 +2,8 @@
 
 use pcdn_core::wire::{CONTENT_ID_LEN, ContentId};
 use serde::Serialize;
-use std::cmp::Ordering;
-use std::net::SocketAddr;
+use std::cmp::{Ordering, Reverse};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 
 /// Longest device id, in characters.
@@ -18,7 +18,7 @@ pub(crate) const MAX_ANNOUNCED: usize = 100_000;
 /// Why a device id or content id was refused; the text says what was expected.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum IdError {
-    #[error("expected a device id of 1..=64 characters from [A-Za-z0-9._-], got {0:?}")]
+    #[error("expected a device id of 1..=64 characters from [A-Za-z0-9._-], not only dots, got {0:?}")]
     DeviceId(String),
     #[error("expected a content id of 64 hex characters, got {0:?}")]
     ContentId(String),
@@ -26,17 +26,41 @@ pub(crate) enum IdError {
     PublicKey(String),
 }
 
-/// Checks a device id: 1..=64 characters of `[A-Za-z0-9._-]`.
+/// Checks a device id: 1..=64 characters of `[A-Za-z0-9._-]`, not made only of dots (`.` and
+/// `..` would name the current or parent directory wherever an id becomes a path segment, in a
+/// URL or a file name).
 pub(crate) fn check_device_id(id: &str) -> Result<(), IdError> {
     let valid = !id.is_empty()
         && id.len() <= MAX_DEVICE_ID_LEN
         && id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && id.bytes().any(|b| b != b'.');
     if valid {
         Ok(())
     } else {
         Err(IdError::DeviceId(shorten(id)))
+    }
+}
+
+/// Why a device's address cannot be one that clients reach; `None` if it can. Loopback is
+/// allowed (a tracker and its devices on one host: tests, the demo). Refused: the unspecified
+/// address, port 0, IPv4 broadcast, multicast (RFC 1112, RFC 4291 §2.7) and link-local
+/// addresses (169.254/16, RFC 3927; fe80::/10, RFC 4291 §2.5.6), whose meaning depends on the
+/// client's own link. IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+pub(crate) fn unreachable_addr_reason(addr: SocketAddr) -> Option<&'static str> {
+    if addr.port() == 0 {
+        return Some("port 0 is not a port clients can send to");
+    }
+    match addr.ip().to_canonical() {
+        IpAddr::V4(ip) if ip.is_unspecified() => Some("0.0.0.0 is the unspecified address, not a device's"),
+        IpAddr::V4(ip) if ip.is_broadcast() => Some("255.255.255.255 is the broadcast address"),
+        IpAddr::V4(ip) if ip.is_multicast() => Some("224.0.0.0/4 is multicast"),
+        IpAddr::V4(ip) if ip.is_link_local() => Some("169.254.0.0/16 is link-local"),
+        IpAddr::V6(ip) if ip.is_unspecified() => Some(":: is the unspecified address, not a device's"),
+        IpAddr::V6(ip) if ip.is_multicast() => Some("ff00::/8 is multicast"),
+        IpAddr::V6(ip) if ip.is_unicast_link_local() => Some("fe80::/10 is link-local"),
+        _ => None,
     }
 }
 
@@ -181,6 +205,33 @@ pub(crate) fn server_order(a: &Device, b: &Device) -> Ordering {
         .then_with(|| a.registration.id.cmp(&b.registration.id))
 }
 
+/// A device's place in a ranking, ordered as `server_order` orders devices, with unhealthy
+/// devices last (only origins stay ranked while unhealthy). The stores keep rankings sorted by
+/// this key, so a lookup reads the first `n` entries instead of every holder.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct RankKey {
+    unhealthy: bool,
+    free: Reverse<u64>,
+    sessions: u32,
+    pub id: String,
+}
+
+impl RankKey {
+    pub fn of(device: &Device) -> RankKey {
+        RankKey {
+            unhealthy: !device.load.healthy,
+            free: Reverse(device.free_upload_bps()),
+            sessions: device.load.sessions,
+            id: device.registration.id.clone(),
+        }
+    }
+}
+
+/// The order of `origins` in a lookup: healthy first, then `server_order`.
+pub(crate) fn origin_order(a: &Device, b: &Device) -> Ordering {
+    b.load.healthy.cmp(&a.load.healthy).then_with(|| server_order(a, b))
+}
+
 /// The best `n` servers among `candidates`, in `server_order`. Selects before sorting so that a
 /// content held by thousands of devices costs O(k + n log n), not O(k log k).
 pub(crate) fn top_servers<'a>(candidates: impl IntoIterator<Item = &'a Arc<Device>>, n: usize) -> Vec<Arc<Device>> {
@@ -196,11 +247,14 @@ pub(crate) fn top_servers<'a>(candidates: impl IntoIterator<Item = &'a Arc<Devic
     refs.into_iter().cloned().collect()
 }
 
-/// What a lookup found: the ranked servers and every live origin (ordered by id).
+/// What a lookup found: the ranked servers and the best live origins (`origin_order`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Lookup {
     pub servers: Vec<Arc<Device>>,
     pub origins: Vec<Arc<Device>>,
+    /// Device records the lookup read: its work, bounded by `n` and the store limits rather
+    /// than by the number of holders or origins (`pcdn_tracker_lookup_records_total`).
+    pub records_read: usize,
 }
 
 #[cfg(test)]
@@ -228,8 +282,51 @@ mod tests {
         for good in ["a", "edge-1", "A.b_c-9", &"x".repeat(64)] {
             assert_eq!(check_device_id(good), Ok(()), "{good}");
         }
-        for bad in ["", "a b", "é", "a/b", &"x".repeat(65), "a\0"] {
+        for good in [".a", "a..", "-", "_", "..-"] {
+            assert_eq!(check_device_id(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "é",
+            "a/b",
+            &"x".repeat(65),
+            "a\0",
+            ".",
+            "..",
+            "...",
+            &".".repeat(64),
+        ] {
             assert!(check_device_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn device_addresses() {
+        for good in [
+            "127.0.0.1:1",
+            "[::1]:7801",
+            "10.0.0.1:7801",
+            "192.0.2.1:65535",
+            "[2001:db8::1]:1",
+        ] {
+            assert_eq!(unreachable_addr_reason(good.parse().unwrap()), None, "{good}");
+        }
+        for bad in [
+            "127.0.0.1:0",
+            "0.0.0.0:1",
+            "[::]:1",
+            "255.255.255.255:1",
+            "224.0.0.1:1",
+            "239.255.255.250:1",
+            "[ff02::1]:1",
+            "169.254.1.1:1",
+            "[fe80::1]:1",
+            "[febf::1]:1",
+            "[::ffff:255.255.255.255]:1",
+            "[::ffff:169.254.0.1]:1",
+        ] {
+            assert!(unreachable_addr_reason(bad.parse().unwrap()).is_some(), "{bad}");
         }
     }
 
@@ -268,6 +365,12 @@ mod tests {
         assert_eq!(ids(top_servers(&devices, 3)), ["big", "idle", "a"]);
         assert_eq!(ids(top_servers(&devices, 1)), ["big"]);
         assert!(top_servers(&devices, 0).is_empty());
+
+        // The rank keys sort as `server_order` does.
+        let mut keys: Vec<RankKey> = devices.iter().map(|device| RankKey::of(device)).collect();
+        keys.sort();
+        let by_key: Vec<&str> = keys.iter().map(|key| key.id.as_str()).collect();
+        assert_eq!(by_key, ["big", "idle", "a", "b", "busy", "over"]);
     }
 
     #[test]

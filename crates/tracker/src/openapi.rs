@@ -144,7 +144,7 @@ pub(crate) fn document() -> Value {
             "/v1/contents/{cid}/servers": {
                 "get": {
                     "operationId": "lookupServers",
-                    "summary": "The best live devices holding the content, ranked by free upload capacity, and every live origin",
+                    "summary": "The best live devices holding the content, ranked by free upload capacity, and the best live origins",
                     "parameters": [parameter("ContentId"), parameter("N")],
                     "responses": {
                         "200": json_response("servers and origins", "Lookup"),
@@ -209,7 +209,7 @@ pub(crate) fn document() -> Value {
                 }
             },
             "schemas": {
-                "DeviceId": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+                "DeviceId": {"type": "string", "pattern": "^(?!\\.+$)[A-Za-z0-9._-]{1,64}$"},
                 "ContentId": {
                     "type": "string", "pattern": "^[0-9a-fA-F]{64}$",
                     "description": "the 32-byte BLAKE3 content id in hex (written lowercase)"
@@ -284,7 +284,7 @@ pub(crate) fn document() -> Value {
                             "type": "array", "items": {"$ref": "#/components/schemas/Server"},
                             "description": "live, healthy, non-origin holders by free upload capacity (desc), then fewer sessions, then id"
                         },
-                        "origins": {"type": "array", "items": {"$ref": "#/components/schemas/Server"}, "description": "every live origin"}
+                        "origins": {"type": "array", "items": {"$ref": "#/components/schemas/Server"}, "description": "the best live origins (healthy first, then as servers), at most n and at most the tracker's max_origins (default 4)"}
                     }
                 },
                 "Health": {

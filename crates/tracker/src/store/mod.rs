@@ -70,7 +70,8 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn get_manifest(&self, content: ContentId) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send;
 
     /// The best `n` live, healthy, non-origin devices that announced `content` (ranked by
-    /// `model::server_order`) and every live origin.
+    /// `model::server_order`) and the best `min(n, max_origins)` live origins
+    /// (`model::origin_order`), reading a bounded number of records whatever the holders.
     fn lookup(
         &self,
         content: ContentId,

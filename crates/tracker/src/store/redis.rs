@@ -9,17 +9,23 @@
 //! - `contents:{id}` (set of content hex ids) and `holders:{content hex}` (set of device ids):
 //!   the announced sets, both directions. Every script that changes one changes the other, so
 //!   `id ∈ holders:c ⇔ c ∈ contents:id` always holds.
+//! - `rank:{content hex}`: sorted set of the content's serving holders (healthy, not origins),
+//!   scored by minus their free upload capacity, kept current by every script that changes a
+//!   record or an announced set; `origin-rank`: the same over every origin (unhealthy ones
+//!   scored after the healthy). A lookup reads the first entries of these, not every holder.
 //! - `origins`: set of origin device ids.
 //! - `live`: sorted set of device id → expiry deadline (Unix ms), used only to find expired
 //!   devices to clean up and to count live devices.
 //! - `manifest:{content hex}`: the signed manifest bytes.
 //!
 //! Every operation that touches several keys is one Lua script, atomic across instances. A
-//! lookup is one script, so one round trip: the holders and origins and an `MGET` of their
-//! devices; the tracker ranks them and renders only the `n` it returns.
+//! lookup is one script, so one round trip: the first live entries of the content's ranking and
+//! of the origins' (`ZRANGE` with a bound) with their records; the tracker orders those exactly
+//! (`model::server_order`, whose ties on free capacity the scores cannot break) and renders them.
 
 use super::{Store, StoreError, ttl_millis};
-use crate::model::{Device, Load, Lookup, Registration, content_hex, top_servers};
+use crate::StoreLimits;
+use crate::model::{Device, Load, Lookup, Registration, content_hex, origin_order, top_servers};
 use bytes::Bytes;
 use pcdn_core::wire::ContentId;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -32,87 +38,147 @@ const DEVICE_PREFIX: &str = "pcdn:dev:";
 const CONTENTS_PREFIX: &str = "pcdn:contents:";
 const HOLDERS_PREFIX: &str = "pcdn:holders:";
 const MANIFEST_PREFIX: &str = "pcdn:manifest:";
+const RANK_PREFIX: &str = "pcdn:rank:";
 const ORIGINS_KEY: &str = "pcdn:origins";
+const ORIGIN_RANK_KEY: &str = "pcdn:origin-rank";
 const LIVE_KEY: &str = "pcdn:live";
 /// Devices one sweep script examines; the sweep loops until a batch comes back short.
 const SWEEP_BATCH: usize = 500;
-/// Most keys one `MGET` inside a script asks for (Lua's `unpack` has a stack limit).
-const MGET_BATCH: usize = 1000;
 
-/// KEYS: dev, contents, origins, live. ARGV: id, device text, origin, ttl_ms, deadline_ms,
-/// holders prefix.
+/// Lua shared by the scripts that rank devices: the score of a device record in `rank:` and
+/// `origin-rank` (lower first): minus the free upload capacity when healthy, 1 when not; `nil`
+/// for a record that cannot be read. The second result tells whether it is an origin. Lua's
+/// numbers are doubles, so capacities beyond 2^53 bit/s rank approximately; lookups re-rank
+/// what they read exactly.
+const RANK_SCORE: &str = r"
+local function rank_score(record)
+  if not record then return nil, false end
+  local upload, healthy, origin, capacity =
+    string.match(record, '^%d+ (%d+) ([01])\n%S+ ([01]) (%d+) ')
+  if not upload then return nil, false end
+  if healthy ~= '1' then return 1, origin == '1' end
+  return -math.max(tonumber(capacity) - tonumber(upload), 0), origin == '1'
+end
+-- The score of a device in its contents' rankings: nil unless it can serve (healthy, not an origin).
+local function server_score(record)
+  local score, origin = rank_score(record)
+  if origin or score == nil or score > 0 then return nil end
+  return score
+end
+";
+
+/// KEYS: dev, contents, origins, live, origin-rank. ARGV: id, device text, origin, ttl_ms,
+/// deadline_ms, holders prefix, rank prefix.
 const REGISTER: &str = r"
 local id = ARGV[1]
 for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('SREM', ARGV[6] .. content, id)
+  redis.call('ZREM', ARGV[7] .. content, id)
 end
 redis.call('DEL', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
-if ARGV[3] == '1' then redis.call('SADD', KEYS[3], id) else redis.call('SREM', KEYS[3], id) end
+if ARGV[3] == '1' then
+  redis.call('SADD', KEYS[3], id)
+  redis.call('ZADD', KEYS[5], (rank_score(ARGV[2])), id)
+else
+  redis.call('SREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[5], id)
+end
 redis.call('ZADD', KEYS[4], ARGV[5], id)
 return 1
 ";
 
-/// KEYS: dev, live. ARGV: load line, ttl_ms, deadline_ms, id. Replaces the first line (the
-/// load) and keeps the second (the registration).
+/// KEYS: dev, live, contents, origin-rank. ARGV: load line, ttl_ms, deadline_ms, id, rank
+/// prefix. Replaces the first line (the load) and keeps the second (the registration); moves
+/// the device in the rankings it is in when its score changed.
 const HEARTBEAT: &str = r"
 local device = redis.call('GET', KEYS[1])
 if not device then return 0 end
 local newline = string.find(device, '\n', 1, true)
 if not newline then return redis.error_reply('corrupt device record ' .. KEYS[1]) end
-redis.call('SET', KEYS[1], ARGV[1] .. string.sub(device, newline), 'PX', ARGV[2])
+local record = ARGV[1] .. string.sub(device, newline)
+redis.call('SET', KEYS[1], record, 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+local old, origin = rank_score(device)
+local new = rank_score(record)
+if old ~= new then
+  if origin then
+    redis.call('ZADD', KEYS[4], new, ARGV[4])
+  else
+    local score = server_score(record)
+    for _, content in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+      if score then
+        redis.call('ZADD', ARGV[5] .. content, score, ARGV[4])
+      else
+        redis.call('ZREM', ARGV[5] .. content, ARGV[4])
+      end
+    end
+  end
+end
 return 1
 ";
 
-/// KEYS: holders of the content, origins. ARGV: device prefix, MGET batch.
-/// Returns {holder ids, their device records, origin ids, their device records}; a record is
-/// nil where the device expired.
+/// KEYS: ranking of the content, origin-rank. ARGV: device prefix, servers wanted, origins
+/// wanted, slack. Reads each ranking in order until it has the number wanted of live devices
+/// or has read that many plus the slack (entries of devices expired since the last sweep).
+/// Returns {server ids, their records, origin ids, their records, records read}.
 const LOOKUP: &str = r"
-local function devices(ids)
-  local records = {}
-  local batch = tonumber(ARGV[2])
-  for first = 1, #ids, batch do
-    local keys = {}
-    for i = first, math.min(first + batch - 1, #ids) do keys[#keys + 1] = ARGV[1] .. ids[i] end
-    for _, record in ipairs(redis.call('MGET', unpack(keys))) do records[#records + 1] = record end
+local read = 0
+local function first_live(key, want)
+  local ids, records = {}, {}
+  if want <= 0 then return ids, records end
+  for _, id in ipairs(redis.call('ZRANGE', key, 0, want + tonumber(ARGV[4]) - 1)) do
+    if #ids == want then break end
+    read = read + 1
+    local record = redis.call('GET', ARGV[1] .. id)
+    if record then
+      ids[#ids + 1] = id
+      records[#records + 1] = record
+    end
   end
-  return records
+  return ids, records
 end
-local holders = redis.call('SMEMBERS', KEYS[1])
-local origins = redis.call('SMEMBERS', KEYS[2])
-return {holders, devices(holders), origins, devices(origins)}
+local servers, server_records = first_live(KEYS[1], tonumber(ARGV[2]))
+local origins, origin_records = first_live(KEYS[2], tonumber(ARGV[3]))
+return {servers, server_records, origins, origin_records, read}
 ";
 
-/// KEYS: dev, contents. ARGV: id, holders prefix, content hex ids...
+/// KEYS: dev, contents. ARGV: id, holders prefix, rank prefix, content hex ids...
 const ANNOUNCE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local device = redis.call('GET', KEYS[1])
+if not device then return -1 end
 local id = ARGV[1]
 for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('SREM', ARGV[2] .. content, id)
+  redis.call('ZREM', ARGV[3] .. content, id)
 end
 redis.call('DEL', KEYS[2])
-for i = 3, #ARGV do
+local score = server_score(device)
+for i = 4, #ARGV do
   redis.call('SADD', KEYS[2], ARGV[i])
   redis.call('SADD', ARGV[2] .. ARGV[i], id)
+  if score then redis.call('ZADD', ARGV[3] .. ARGV[i], score, id) end
 end
-return #ARGV - 2
+return #ARGV - 3
 ";
 
-/// KEYS: dev, contents, origins, live. ARGV: id, holders prefix.
+/// KEYS: dev, contents, origins, live, origin-rank. ARGV: id, holders prefix, rank prefix.
 const REMOVE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local id = ARGV[1]
 for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('SREM', ARGV[2] .. content, id)
+  redis.call('ZREM', ARGV[3] .. content, id)
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
+redis.call('ZREM', KEYS[5], id)
 return 1
 ";
 
-/// KEYS: live, origins. ARGV: now_ms, device prefix, contents prefix, holders prefix, batch.
+/// KEYS: live, origins, origin-rank. ARGV: now_ms, device prefix, contents prefix, holders
+/// prefix, batch, rank prefix.
 /// Cleans up the devices whose deadline passed and whose `dev:` key Redis has expired; returns
 /// {cleaned, examined}. A device whose key still exists (the deadline was written by an instance
 /// whose clock runs ahead) gets its deadline moved to when Redis will expire it, so it does not
@@ -126,10 +192,12 @@ for _, id in ipairs(ids) do
     local contents = ARGV[3] .. id
     for _, content in ipairs(redis.call('SMEMBERS', contents)) do
       redis.call('SREM', ARGV[4] .. content, id)
+      redis.call('ZREM', ARGV[6] .. content, id)
     end
     redis.call('DEL', contents)
     redis.call('SREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[3], id)
     cleaned = cleaned + 1
   else
     redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + math.max(ttl, 1), id)
@@ -142,6 +210,7 @@ return {cleaned, #ids}
 pub(crate) struct RedisStore {
     connection: ConnectionManager,
     ttl_ms: u64,
+    limits: StoreLimits,
     register: Script,
     heartbeat: Script,
     announce: Script,
@@ -152,6 +221,10 @@ pub(crate) struct RedisStore {
 
 fn device_key(id: &str) -> String {
     format!("{DEVICE_PREFIX}{id}")
+}
+
+fn rank_key(content: &ContentId) -> String {
+    format!("{RANK_PREFIX}{}", content_hex(content))
 }
 
 fn contents_key(id: &str) -> String {
@@ -222,7 +295,7 @@ fn decode_devices(ids: &[String], records: Vec<Option<String>>) -> Result<Vec<Ar
 
 impl RedisStore {
     /// Connects to the Redis server at `url`; fails if it cannot be reached within a few seconds.
-    pub(crate) async fn connect(url: &str, ttl: Duration) -> Result<RedisStore, StoreError> {
+    pub(crate) async fn connect(url: &str, ttl: Duration, limits: StoreLimits) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(url)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
@@ -233,9 +306,10 @@ impl RedisStore {
         Ok(RedisStore {
             connection,
             ttl_ms: ttl_millis(ttl),
-            register: Script::new(REGISTER),
-            heartbeat: Script::new(HEARTBEAT),
-            announce: Script::new(ANNOUNCE),
+            limits,
+            register: Script::new(&format!("{RANK_SCORE}{REGISTER}")),
+            heartbeat: Script::new(&format!("{RANK_SCORE}{HEARTBEAT}")),
+            announce: Script::new(&format!("{RANK_SCORE}{ANNOUNCE}")),
             remove: Script::new(REMOVE),
             sweep: Script::new(SWEEP),
             lookup: Script::new(LOOKUP),
@@ -246,26 +320,6 @@ impl RedisStore {
     /// a clone is a cheap handle to it.
     fn connection(&self) -> ConnectionManager {
         self.connection.clone()
-    }
-
-    /// The holders of `content` and every origin, live ones only, in one round trip.
-    async fn holders_and_origins(
-        &self,
-        content: &ContentId,
-    ) -> Result<(Vec<Arc<Device>>, Vec<Arc<Device>>), StoreError> {
-        type Reply = (Vec<String>, Vec<Option<String>>, Vec<String>, Vec<Option<String>>);
-        let (holders, holder_records, origins, origin_records): Reply = self
-            .lookup
-            .key(format!("{HOLDERS_PREFIX}{}", content_hex(content)))
-            .key(ORIGINS_KEY)
-            .arg(DEVICE_PREFIX)
-            .arg(MGET_BATCH)
-            .invoke_async(&mut self.connection())
-            .await?;
-        Ok((
-            decode_devices(&holders, holder_records)?,
-            decode_devices(&origins, origin_records)?,
-        ))
     }
 }
 
@@ -282,12 +336,14 @@ impl Store for RedisStore {
             .key(contents_key(id))
             .key(ORIGINS_KEY)
             .key(LIVE_KEY)
+            .key(ORIGIN_RANK_KEY)
             .arg(id)
             .arg(encode_device(&registration, Load::FRESH))
             .arg(flag(registration.origin))
             .arg(self.ttl_ms)
             .arg(now_ms.saturating_add(self.ttl_ms))
             .arg(HOLDERS_PREFIX)
+            .arg(RANK_PREFIX)
             .invoke_async(&mut self.connection())
             .await?;
         Ok(())
@@ -298,10 +354,13 @@ impl Store for RedisStore {
             .heartbeat
             .key(device_key(id))
             .key(LIVE_KEY)
+            .key(contents_key(id))
+            .key(ORIGIN_RANK_KEY)
             .arg(encode_load(load))
             .arg(self.ttl_ms)
             .arg(now_ms.saturating_add(self.ttl_ms))
             .arg(id)
+            .arg(RANK_PREFIX)
             .invoke_async(&mut self.connection())
             .await?;
         Ok(found == 1)
@@ -310,7 +369,11 @@ impl Store for RedisStore {
     async fn announce(&self, id: &str, contents: Vec<ContentId>, _now_ms: u64) -> Result<Option<usize>, StoreError> {
         let unique: HashSet<ContentId> = contents.into_iter().collect();
         let mut invocation = self.announce.key(device_key(id));
-        invocation.key(contents_key(id)).arg(id).arg(HOLDERS_PREFIX);
+        invocation
+            .key(contents_key(id))
+            .arg(id)
+            .arg(HOLDERS_PREFIX)
+            .arg(RANK_PREFIX);
         for content in &unique {
             invocation.arg(content_hex(content));
         }
@@ -325,8 +388,10 @@ impl Store for RedisStore {
             .key(contents_key(id))
             .key(ORIGINS_KEY)
             .key(LIVE_KEY)
+            .key(ORIGIN_RANK_KEY)
             .arg(id)
             .arg(HOLDERS_PREFIX)
+            .arg(RANK_PREFIX)
             .invoke_async(&mut self.connection())
             .await?;
         Ok(removed == 1)
@@ -357,10 +422,27 @@ impl Store for RedisStore {
     }
 
     async fn lookup(&self, content: ContentId, n: usize, _now_ms: u64) -> Result<Lookup, StoreError> {
-        let (holders, mut origins) = self.holders_and_origins(&content).await?;
-        origins.sort_unstable_by(|a, b| a.registration.id.cmp(&b.registration.id));
-        let servers = top_servers(holders.iter().filter(|device| device.can_serve()), n);
-        Ok(Lookup { servers, origins })
+        type Reply = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, usize);
+        let (server_ids, server_records, origin_ids, origin_records, records_read): Reply = self
+            .lookup
+            .key(rank_key(&content))
+            .key(ORIGIN_RANK_KEY)
+            .arg(DEVICE_PREFIX)
+            .arg(n)
+            .arg(n.min(self.limits.max_origins))
+            .arg(self.limits.lookup_slack)
+            .invoke_async(&mut self.connection())
+            .await?;
+        let live = |ids: &[String], records: Vec<String>| decode_devices(ids, records.into_iter().map(Some).collect());
+        let servers = live(&server_ids, server_records)?;
+        let mut origins = live(&origin_ids, origin_records)?;
+        // The scores order by free capacity only; the exact order breaks its ties.
+        origins.sort_unstable_by(|a, b| origin_order(a, b));
+        Ok(Lookup {
+            servers: top_servers(servers.iter().filter(|device| device.can_serve()), n),
+            origins,
+            records_read,
+        })
     }
 
     async fn live_devices(&self, now_ms: u64) -> Result<u64, StoreError> {
@@ -375,11 +457,13 @@ impl Store for RedisStore {
                 .sweep
                 .key(LIVE_KEY)
                 .key(ORIGINS_KEY)
+                .key(ORIGIN_RANK_KEY)
                 .arg(now_ms)
                 .arg(DEVICE_PREFIX)
                 .arg(CONTENTS_PREFIX)
                 .arg(HOLDERS_PREFIX)
                 .arg(SWEEP_BATCH)
+                .arg(RANK_PREFIX)
                 .invoke_async(&mut self.connection())
                 .await?;
             total += cleaned;

@@ -8,7 +8,8 @@
 //! tens of thousands of lookups per second on two cores.
 
 use super::{Store, StoreError, ttl_millis};
-use crate::model::{Device, Load, Lookup, Registration, top_servers};
+use crate::StoreLimits;
+use crate::model::{Device, Load, Lookup, RankKey, Registration};
 use bytes::Bytes;
 use pcdn_core::wire::ContentId;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -48,13 +49,22 @@ struct Entry {
     contents: HashSet<ContentId>,
 }
 
-/// The in-memory read model: every device not yet swept, the content → devices index and the
-/// origins. Expired devices may linger until the next sweep; readers check `last_seen_ms`.
+/// The in-memory read model: every device not yet swept, each content's serving holders ranked
+/// in lookup order, and the origins ranked the same way. Expired devices may linger until the
+/// next sweep; readers check `last_seen_ms`.
+///
+/// The rankings are kept sorted as loads change (a heartbeat moves the device in the ranking of
+/// each content it announced), so a lookup reads the first `n` of one ranking, plus the few
+/// expired entries it skips, however many devices hold the content.
 #[derive(Debug, Default)]
 struct Registry {
     devices: HashMap<String, Entry>,
-    holders: HashMap<ContentId, HashSet<String>>,
-    origins: BTreeSet<String>,
+    /// Healthy non-origin devices (`Device::can_serve`) by content, in `server_order`.
+    ranked: HashMap<ContentId, BTreeSet<RankKey>>,
+    /// How many devices (serving or not) announced each content; absent for none.
+    holders: HashMap<ContentId, u32>,
+    /// Every origin, healthy first, then in `server_order`.
+    origins: BTreeSet<RankKey>,
 }
 
 impl Registry {
@@ -67,28 +77,45 @@ impl Registry {
     fn insert(&mut self, entry: Entry) {
         let id = entry.device.registration.id.clone();
         self.remove(&id);
-        for content in &entry.contents {
-            self.holders.entry(*content).or_default().insert(id.clone());
-        }
+        self.index_contents(&entry.device, &entry.contents);
         if entry.device.registration.origin {
-            self.origins.insert(id.clone());
+            self.origins.insert(RankKey::of(&entry.device));
         }
         self.devices.insert(id, entry);
     }
 
     fn remove(&mut self, id: &str) -> Option<Entry> {
         let entry = self.devices.remove(id)?;
-        self.unindex_contents(id, &entry.contents);
-        self.origins.remove(id);
+        self.unindex_contents(&entry.device, &entry.contents);
+        self.origins.remove(&RankKey::of(&entry.device));
         Some(entry)
     }
 
-    fn unindex_contents(&mut self, id: &str, contents: &HashSet<ContentId>) {
+    fn index_contents(&mut self, device: &Device, contents: &HashSet<ContentId>) {
+        let key = device.can_serve().then(|| RankKey::of(device));
         for content in contents {
-            if let Some(holders) = self.holders.get_mut(content) {
-                holders.remove(id);
-                if holders.is_empty() {
+            *self.holders.entry(*content).or_default() += 1;
+            if let Some(key) = &key {
+                self.ranked.entry(*content).or_default().insert(key.clone());
+            }
+        }
+    }
+
+    fn unindex_contents(&mut self, device: &Device, contents: &HashSet<ContentId>) {
+        let key = device.can_serve().then(|| RankKey::of(device));
+        for content in contents {
+            if let Some(count) = self.holders.get_mut(content) {
+                *count -= 1;
+                if *count == 0 {
                     self.holders.remove(content);
+                }
+            }
+            if let Some(key) = &key
+                && let Some(ranked) = self.ranked.get_mut(content)
+            {
+                ranked.remove(key);
+                if ranked.is_empty() {
+                    self.ranked.remove(content);
                 }
             }
         }
@@ -97,11 +124,68 @@ impl Registry {
     fn set_contents(&mut self, id: &str, contents: HashSet<ContentId>) {
         let Some(entry) = self.devices.get_mut(id) else { return };
         let old = std::mem::replace(&mut entry.contents, contents);
-        self.unindex_contents(id, &old);
-        let entry = &self.devices[id];
-        for content in &entry.contents {
-            self.holders.entry(*content).or_default().insert(id.to_owned());
+        let device = Arc::clone(&entry.device);
+        self.unindex_contents(&device, &old);
+        let contents = std::mem::take(&mut self.devices.get_mut(id).expect("present above").contents);
+        self.index_contents(&device, &contents);
+        self.devices.get_mut(id).expect("present above").contents = contents;
+    }
+
+    /// Records a load report: moves the device within the rankings it is in. Costs
+    /// O(announced contents × log holders) when its rank changes, nothing more otherwise.
+    fn set_load(&mut self, id: &str, load: Load, now_ms: u64) {
+        let Some(entry) = self.devices.get_mut(id) else { return };
+        let updated = Arc::new(Device::new(entry.device.registration.clone(), load));
+        let old = std::mem::replace(&mut entry.device, updated);
+        entry.last_seen_ms = now_ms;
+        let new = Arc::clone(&entry.device);
+        let (old_key, new_key) = (RankKey::of(&old), RankKey::of(&new));
+        if old_key == new_key && old.can_serve() == new.can_serve() {
+            return;
         }
+        if new.registration.origin {
+            self.origins.remove(&old_key);
+            self.origins.insert(new_key);
+            return;
+        }
+        let contents = std::mem::take(&mut self.devices.get_mut(id).expect("present above").contents);
+        for content in &contents {
+            let ranked = self.ranked.entry(*content).or_default();
+            if old.can_serve() {
+                ranked.remove(&old_key);
+            }
+            if new.can_serve() {
+                ranked.insert(new_key.clone());
+            }
+            if ranked.is_empty() {
+                self.ranked.remove(content);
+            }
+        }
+        self.devices.get_mut(id).expect("present above").contents = contents;
+    }
+
+    /// The first `want` live devices of `ranking`, reading at most `want + slack` entries (the
+    /// slack skips devices that expired since the last sweep); also returns how many it read.
+    fn first_live<'a>(
+        &'a self,
+        ranking: impl Iterator<Item = &'a RankKey>,
+        want: usize,
+        slack: usize,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> (Vec<Arc<Device>>, usize) {
+        let mut found = Vec::with_capacity(want);
+        let mut read = 0;
+        for key in ranking.take(want.saturating_add(slack)) {
+            if found.len() == want {
+                break;
+            }
+            read += 1;
+            if let Some(entry) = self.live_entry(&key.id, now_ms, ttl_ms) {
+                found.push(Arc::clone(&entry.device));
+            }
+        }
+        (found, read)
     }
 }
 
@@ -141,6 +225,7 @@ impl Inner {
 pub(crate) struct SqliteStore {
     inner: Arc<Inner>,
     ttl_ms: u64,
+    limits: StoreLimits,
 }
 
 fn configure(connection: &Connection) -> Result<(), rusqlite::Error> {
@@ -161,7 +246,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, or an in-memory one for `None`, and
     /// loads the read model. Devices whose ttl ran out while the tracker was down are loaded
     /// too: reads see them as expired, and the first sweep deletes and counts them.
-    pub(crate) fn open(path: Option<&Path>, ttl: Duration) -> Result<SqliteStore, StoreError> {
+    pub(crate) fn open(path: Option<&Path>, ttl: Duration, limits: StoreLimits) -> Result<SqliteStore, StoreError> {
         let ttl_ms = ttl_millis(ttl);
         let writer = match path {
             Some(path) => Connection::open(path)?,
@@ -185,6 +270,7 @@ impl SqliteStore {
                 registry: RwLock::new(registry),
             }),
             ttl_ms,
+            limits,
         })
     }
 
@@ -314,11 +400,7 @@ impl Store for SqliteStore {
                     now_ms as i64,
                     id
                 ])?;
-            let mut registry = inner.write_registry();
-            if let Some(entry) = registry.devices.get_mut(&id) {
-                entry.device = Arc::new(Device::new(entry.device.registration.clone(), load));
-                entry.last_seen_ms = now_ms;
-            }
+            inner.write_registry().set_load(&id, load, now_ms);
             Ok(true)
         })
         .await
@@ -369,9 +451,9 @@ impl Store for SqliteStore {
 
     async fn is_origin_key(&self, key: &[u8; 32], now_ms: u64) -> Result<bool, StoreError> {
         let registry = self.inner.read_registry();
-        Ok(registry.origins.iter().any(|id| {
+        Ok(registry.origins.iter().any(|origin| {
             registry
-                .live_entry(id, now_ms, self.ttl_ms)
+                .live_entry(&origin.id, now_ms, self.ttl_ms)
                 .is_some_and(|entry| entry.device.registration.public_key.as_ref() == Some(key))
         }))
     }
@@ -400,19 +482,18 @@ impl Store for SqliteStore {
 
     async fn lookup(&self, content: ContentId, n: usize, now_ms: u64) -> Result<Lookup, StoreError> {
         let registry = self.inner.read_registry();
-        let live_device = |id: &String| registry.live_entry(id, now_ms, self.ttl_ms).map(|entry| &entry.device);
-        let servers = match registry.holders.get(&content) {
-            Some(holders) => top_servers(
-                holders
-                    .iter()
-                    .filter_map(live_device)
-                    .filter(|device| device.can_serve()),
-                n,
-            ),
-            None => Vec::new(),
+        let (slack, ttl_ms) = (self.limits.lookup_slack, self.ttl_ms);
+        let (servers, servers_read) = match registry.ranked.get(&content) {
+            Some(ranked) => registry.first_live(ranked.iter(), n, slack, now_ms, ttl_ms),
+            None => (Vec::new(), 0),
         };
-        let origins = registry.origins.iter().filter_map(live_device).cloned().collect();
-        Ok(Lookup { servers, origins })
+        let want_origins = n.min(self.limits.max_origins);
+        let (origins, origins_read) = registry.first_live(registry.origins.iter(), want_origins, slack, now_ms, ttl_ms);
+        Ok(Lookup {
+            servers,
+            origins,
+            records_read: servers_read + origins_read,
+        })
     }
 
     async fn live_devices(&self, now_ms: u64) -> Result<u64, StoreError> {
@@ -486,7 +567,7 @@ mod tests {
 
     #[tokio::test]
     async fn expiry_is_decided_by_timestamps_and_sweeping_deletes() {
-        let store = SqliteStore::open(None, TTL).unwrap();
+        let store = SqliteStore::open(None, TTL, StoreLimits::default()).unwrap();
         let content = ContentId([1; 32]);
         store.register(registration("edge", false), 1_000).await.unwrap();
         store.register(registration("origin", true), 1_000).await.unwrap();
@@ -504,7 +585,8 @@ mod tests {
         assert!(!store.is_origin_key(&[8; 32], live_at).await.unwrap());
 
         let expired_at = 1_000 + 30_000;
-        assert_eq!(store.lookup(content, 8, expired_at).await.unwrap(), Lookup::default());
+        let found = store.lookup(content, 8, expired_at).await.unwrap();
+        assert!(found.servers.is_empty() && found.origins.is_empty(), "{found:?}");
         assert!(!store.heartbeat("edge", Load::FRESH, expired_at).await.unwrap());
         assert_eq!(store.announce("edge", vec![], expired_at).await.unwrap(), None);
         assert!(!store.is_origin_key(&[7; 32], expired_at).await.unwrap());
@@ -517,7 +599,7 @@ mod tests {
 
     #[tokio::test]
     async fn re_registering_clears_the_announced_set() {
-        let store = SqliteStore::open(None, TTL).unwrap();
+        let store = SqliteStore::open(None, TTL, StoreLimits::default()).unwrap();
         let content = ContentId([1; 32]);
         store.register(registration("edge", false), 0).await.unwrap();
         store.announce("edge", vec![content], 0).await.unwrap();

@@ -1,0 +1,183 @@
+//! Attacks on the tracker's stores (issue 40): strict device ids and addresses, bounded lookups
+//! whatever the holders and origins, manifest size, quotas and orphans. Each test performs the
+//! attack against a real tracker over HTTP.
+
+mod common;
+
+use common::*;
+use pcdn_tracker::StoreUrl;
+use reqwest::Method;
+use serde_json::json;
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn dot_ids_and_addresses_clients_cannot_reach_are_refused() {
+    let tracker = start(StoreUrl::SqliteMemory, TTL).await;
+    let api = Api::new(tracker.local_addr());
+    let register = |id: &str, addr: &str| json!({"id": id, "addr": addr, "upload_capacity_bps": 1_000});
+    let mut refused = Vec::new();
+    for id in [".", "..", "..."] {
+        refused.push((register(id, "127.0.0.1:7801"), "`id`", "not only dots"));
+    }
+    for addr in [
+        "255.255.255.255:7801",
+        "224.0.0.1:7801",
+        "[ff02::1]:7801",
+        "169.254.169.254:80",
+        "[fe80::1]:7801",
+        "[::ffff:255.255.255.255]:7801",
+        "[::]:7801",
+        "127.0.0.1:0",
+    ] {
+        refused.push((register("edge-1", addr), "`addr`", "expected a unicast IP"));
+    }
+    for (body, field, expected) in refused {
+        let answer = api
+            .call(Method::POST, "/v1/devices", Some(body.clone()))
+            .await
+            .expect_error(400, "invalid_field");
+        let message = answer.json()["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains(field) && message.contains(expected),
+            "{body}: {message}"
+        );
+    }
+    assert_eq!(api.health().await["devices"], 0, "a refused device was registered");
+
+    // Loopback, private and public unicast addresses, and ids with dots among other characters,
+    // stay accepted.
+    for (id, addr) in [
+        ("edge.1", "127.0.0.1:7801"),
+        ("..a", "[::1]:7801"),
+        ("b..", "10.0.0.1:7801"),
+        ("c", "[2001:db8::1]:7801"),
+    ] {
+        api.register(id, addr, 1_000).await.expect(200);
+    }
+    assert_eq!(api.health().await["devices"], 4);
+    tracker.stop().await.unwrap();
+}
+
+/// Registers `count` devices concurrently: edges `edge-{i}` announcing `content` (capacity
+/// rising with `i`, so the best are the last ones), or origins `origin-{i}` with distinct keys.
+async fn register_many(api: &Api, count: usize, origins: bool, content: &str) {
+    let mut tasks = tokio::task::JoinSet::new();
+    let workers = 16;
+    for worker in 0..workers {
+        let (api, content) = (api.clone(), content.to_owned());
+        tasks.spawn(async move {
+            for i in (worker..count).step_by(workers) {
+                if origins {
+                    let mut seed = [0u8; 32];
+                    seed[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+                    let key = pcdn_core::ed25519_dalek::SigningKey::from_bytes(&seed);
+                    api.register_origin(&format!("origin-{i}"), "127.0.0.1:7800", &key)
+                        .await
+                        .expect(200);
+                } else {
+                    let id = format!("edge-{i}");
+                    api.register(&id, "127.0.0.1:7801", 1_000 + i as u64).await.expect(200);
+                    api.announce(&id, &[&content]).await.expect(200);
+                }
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+/// The lookup records the tracker read per lookup over `lookups` lookups of `path`.
+async fn records_per_lookup(api: &Api, path: &str, lookups: u32) -> f64 {
+    let metric = |text: &str| metric(text, "pcdn_tracker_lookup_records_total").expect("records metric");
+    let before = metric(&api.metrics().await);
+    for _ in 0..lookups {
+        api.call(Method::GET, path, None).await.expect(200);
+    }
+    (metric(&api.metrics().await) - before) / f64::from(lookups)
+}
+
+/// 2,000 holders of one content and 2,000 origins: a lookup still reads a bounded number of
+/// records and answers `n` servers and at most 4 origins, the best ranked; a lookup of another
+/// content is not slowed down either.
+async fn lookups_are_bounded_whatever_the_holders_and_origins(store: StoreUrl) {
+    const HOLDERS: usize = 2_000;
+    const ORIGINS: usize = 2_000;
+    let tracker = start(store, TTL).await;
+    let api = Api::new(tracker.local_addr());
+    let (big, small) = (cid(1), cid(2));
+    register_many(&api, HOLDERS, false, &big).await;
+    register_many(&api, ORIGINS, true, &big).await;
+    api.register("lonely", "127.0.0.1:7802", 5).await.expect(200);
+    api.announce("lonely", &[&small]).await.expect(200);
+
+    let found = api.lookup(&big, Some(1)).await;
+    assert_eq!(ids(&found["servers"]), [format!("edge-{}", HOLDERS - 1)]);
+    assert_eq!(
+        found["origins"].as_array().unwrap().len(),
+        1,
+        "n=1 bounds the origins too"
+    );
+    let found = api.lookup(&big, None).await;
+    let best: Vec<String> = (HOLDERS - 8..HOLDERS).rev().map(|i| format!("edge-{i}")).collect();
+    assert_eq!(
+        ids(&found["servers"]),
+        best,
+        "the 8 with the most free capacity, best first"
+    );
+    assert_eq!(found["origins"].as_array().unwrap().len(), 4, "origins are capped");
+    let answer = api
+        .call(Method::GET, &format!("/v1/contents/{big}/servers?n=1"), None)
+        .await
+        .expect(200);
+    assert!(answer.bytes.len() < 2_000, "{} bytes for n=1", answer.bytes.len());
+
+    // Origins are ranked like servers (then by id): those reporting upload move down.
+    for id in ["origin-0", "origin-1", "origin-1000"] {
+        api.heartbeat(id, 0, 99_000_000, true).await.expect(200);
+    }
+    api.heartbeat("origin-10", 0, 0, false).await.expect(200);
+    let found = api.lookup(&small, Some(64)).await;
+    assert_eq!(
+        ids(&found["origins"]),
+        ["origin-100", "origin-1001", "origin-1002", "origin-1003"]
+    );
+    assert_eq!(ids(&found["servers"]), ["lonely"]);
+    // A heartbeat moves a server within the ranking: edge-0 now has the most free capacity,
+    // edge-{HOLDERS-1} reports itself unhealthy and leaves it.
+    api.heartbeat("edge-0", 0, 0, true).await.expect(200);
+    api.register("edge-0", "127.0.0.1:7801", 10_000_000).await.expect(200);
+    api.announce("edge-0", &[&big]).await.expect(200);
+    api.heartbeat(&format!("edge-{}", HOLDERS - 1), 0, 0, false)
+        .await
+        .expect(200);
+    let found = api.lookup(&big, Some(2)).await;
+    assert_eq!(
+        ids(&found["servers"]),
+        ["edge-0".to_owned(), format!("edge-{}", HOLDERS - 2)]
+    );
+
+    // The work: at most n + the slack (64) records for the servers and as many for the origins,
+    // whatever the 2,000 holders and 2,000 origins; the same for the big and the small content.
+    let per_big = records_per_lookup(&api, &format!("/v1/contents/{big}/servers?n=8"), 50).await;
+    let per_small = records_per_lookup(&api, &format!("/v1/contents/{small}/servers?n=8"), 50).await;
+    assert!(per_big <= 12.0, "a lookup of the big content read {per_big} records");
+    assert!(
+        per_small <= 5.0,
+        "a lookup of the small content read {per_small} records"
+    );
+    tracker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn sqlite_lookups_are_bounded_whatever_the_holders_and_origins() {
+    lookups_are_bounded_whatever_the_holders_and_origins(StoreUrl::SqliteMemory).await;
+}
+
+#[tokio::test]
+async fn redis_lookups_are_bounded_whatever_the_holders_and_origins() {
+    let redis = RedisServer::start();
+    lookups_are_bounded_whatever_the_holders_and_origins(redis.url().parse().unwrap()).await;
+}
