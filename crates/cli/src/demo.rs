@@ -242,7 +242,18 @@ async fn demo(args: &DemoArgs, dir: &Path) -> anyhow::Result<DemoOutput> {
 
         let mut rows = Vec::new();
         for scheduler in &args.schedulers {
-            say(json, format_args!("fetching with {scheduler} ({}) ...", args.cc));
+            let own = |name: &str, canonical: fn(&str) -> Option<&'static str>| match canonical(name) {
+                Some(own) if own != name => format!("{own} (asked as {name})"),
+                _ => name.to_owned(),
+            };
+            say(
+                json,
+                format_args!(
+                    "fetching with {} and {} ...",
+                    own(scheduler, pcdn_core::scheduler::canonical),
+                    own(&args.cc, pcdn_core::cc::canonical)
+                ),
+            );
             let output = dir.join(format!("fetched-{scheduler}.bin"));
             let mut config = FetchConfig::new(content, &output);
             config.tracker = Some(tracker_url.clone());

@@ -130,14 +130,22 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
 
 /// Every scheduler and congestion control, one line each with its summary.
 pub fn print_list() {
+    let aliases = |list: &[(&str, &str)]| {
+        list.iter()
+            .map(|(alias, own)| format!("{alias} = {own}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!("schedulers:");
     for (name, about) in pcdn_core::scheduler::SCHEDULERS {
         println!("  {name:<14} {about}");
     }
+    println!("  (other names: {})", aliases(pcdn_core::scheduler::ALIASES));
     println!("congestion controls:");
     for (name, about) in pcdn_core::cc::CONTROLLERS {
         println!("  {name:<14} {about}");
     }
+    println!("  (other names: {})", aliases(pcdn_core::cc::ALIASES));
 }
 
 /// A column: header (with its unit), right-aligned or not, and the cell of a row.

@@ -59,6 +59,12 @@ fn list_prints_every_scheduler_and_control_with_its_summary() {
             "{name} missing from:\n{text}"
         );
     }
+    for (alias, own) in pcdn_core::scheduler::ALIASES.iter().chain(pcdn_core::cc::ALIASES) {
+        assert!(
+            text.contains(&format!("{alias} = {own}")),
+            "alias {alias} missing from:\n{text}"
+        );
+    }
 }
 
 #[test]

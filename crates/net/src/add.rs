@@ -75,7 +75,7 @@ pub fn run_add(args: AddArgs) -> anyhow::Result<()> {
             "video: {}, {:.3} s, {} kbit/s{}",
             video.container.name(),
             video.duration_ms as f64 / 1000.0,
-            video.bitrate_bps.div_ceil(1000),
+            crate::video::kbit_per_s(video.bitrate_bps),
             if video.files.is_empty() {
                 String::new()
             } else {

@@ -523,7 +523,7 @@ async fn play(config: FetchConfig, listen: SocketAddr) -> anyhow::Result<()> {
             manifest.length,
             video.container.name(),
             video.duration_ms as f64 / 1000.0,
-            video.bitrate_bps / 1000
+            crate::video::kbit_per_s(video.bitrate_bps)
         ),
         None => println!(
             "{}: {} bytes (no video metadata)",

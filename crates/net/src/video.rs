@@ -73,6 +73,11 @@ fn average_bitrate(bytes: u64, duration_ms: u64) -> u64 {
         .max(1)
 }
 
+/// A bitrate in kbit/s as every command prints it: rounded to the nearest.
+pub fn kbit_per_s(bps: u64) -> u64 {
+    bps.saturating_add(500) / 1000
+}
+
 /// An MP4 file: its duration is the longest track's (mdhd duration ÷ timescale, ISO/IEC
 /// 14496-12 §8.4.2), its bitrate the file's bytes over that duration.
 pub fn probe_mp4(path: &Path) -> Result<VideoImport, VideoError> {
@@ -374,6 +379,14 @@ mod tests {
         let broken = [mp4_box(b"ftyp", 16, false), vec![0, 0, 0, 3, b'x', b'x', b'x', b'x']].concat();
         let mut file = std::io::Cursor::new(&broken);
         assert_eq!(first_of_moov_and_mdat(&mut file, broken.len() as u64).unwrap(), None);
+    }
+
+    #[test]
+    fn bitrates_print_rounded_to_the_nearest_kbit() {
+        assert_eq!(
+            (kbit_per_s(1_563_499), kbit_per_s(1_563_500), kbit_per_s(0)),
+            (1563, 1564, 0)
+        );
     }
 
     #[test]

@@ -30,6 +30,11 @@ async fn five_megabytes_from_an_origin_and_three_edges_arrive_byte_identical() {
     );
     assert_eq!(files_in(&out_dir), vec!["video.bin"], "no temporary file left");
     assert_eq!(report.bytes, FIVE_MB as u64);
+    assert_eq!(
+        (report.scheduler.as_str(), report.cc.as_str()),
+        ("weave", "weft"),
+        "the report names the defaults by their own names"
+    );
     assert_eq!(report.paths.len(), 4);
     assert_eq!(report.paths.iter().filter(|p| p.origin).count(), 1);
     assert!(report.paths.iter().all(|p| p.outcome == "ok"), "{:#?}", report.paths);

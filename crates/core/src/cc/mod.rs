@@ -176,20 +176,37 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Other names of registered congestion controls: (alias, the control's own name).
+pub const ALIASES: &[(&str, &str)] = &[
+    ("default", "weft"),
+    ("reno", "newreno"),
+    ("pcc", "vivace"),
+    ("ctcp", "compound"),
+];
+
+/// The registered control's own name for `name` (itself or an alias); `None` if unknown.
+pub fn canonical(name: &str) -> Option<&'static str> {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map(|(_, own)| *own)
+        .or_else(|| CONTROLLERS.iter().find(|(own, _)| *own == name).map(|(own, _)| *own))
+}
+
 /// The factory of the congestion control called `name`: a new one on every call, so each
 /// download that asks gets its own coupling group for `lia`, `olia` and `balia`.
 pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
-    Some(match name {
-        "newreno" | "reno" => Box::new(NewRenoConfig::default()),
+    Some(match canonical(name)? {
+        "newreno" => Box::new(NewRenoConfig::default()),
         "cubic" => Box::new(CubicConfig::default()),
         "bbr" => Box::new(BbrConfig::default()),
         "copa" => Box::new(CopaConfig::default()),
-        "vivace" | "pcc" => Box::new(VivaceConfig::default()),
-        "compound" | "ctcp" => Box::new(CompoundConfig::default()),
+        "vivace" => Box::new(VivaceConfig::default()),
+        "compound" => Box::new(CompoundConfig::default()),
         "lia" => Box::new(LiaConfig::default()),
         "olia" => Box::new(OliaConfig::default()),
         "balia" => Box::new(BaliaConfig::default()),
-        "default" | "weft" => Box::new(WeftConfig::default()),
+        "weft" => Box::new(WeftConfig::default()),
         _ => return None,
     })
 }
@@ -197,6 +214,17 @@ pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_other_name_is_a_registered_control() {
+        for (alias, own) in ALIASES {
+            assert!(CONTROLLERS.iter().any(|(name, _)| name == own), "{alias} -> {own}");
+            assert_eq!(canonical(alias), Some(*own));
+            assert!(by_name(alias).is_some(), "{alias}");
+        }
+        assert_eq!(canonical("weft"), Some("weft"));
+        assert_eq!(canonical("nope"), None);
+    }
 
     #[test]
     fn window_bytes_scale_by_the_packet_size_and_keep_the_floor() {

@@ -333,13 +333,25 @@ pub const SCHEDULERS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The scheduler registered as `name`, seeded for any random choice it makes.
+/// Other names of registered schedulers: (alias, the scheduler's own name).
+pub const ALIASES: &[(&str, &str)] = &[("default", "weave"), ("lrf", "minrtt"), ("rr", "round-robin")];
+
+/// The registered scheduler's own name for `name` (itself or an alias); `None` if unknown.
+pub fn canonical(name: &str) -> Option<&'static str> {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map(|(_, own)| *own)
+        .or_else(|| SCHEDULERS.iter().find(|(own, _)| *own == name).map(|(own, _)| *own))
+}
+
+/// The scheduler registered as `name` (or an alias of it), seeded for any random choice it makes.
 pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
     let _ = seed;
-    Some(match name {
-        "minrtt" | "lrf" => Box::new(MinRtt),
-        "default" | "weave" => Box::new(Weave::default()),
-        "round-robin" | "rr" => Box::new(RoundRobin::default()),
+    Some(match canonical(name)? {
+        "minrtt" => Box::new(MinRtt),
+        "weave" => Box::new(Weave::default()),
+        "round-robin" => Box::new(RoundRobin::default()),
         "lpc" => Box::new(Lpc),
         "let" => Box::new(Let),
         "gr-sty" => Box::new(GrSty::default()),
@@ -354,4 +366,20 @@ pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
         "xlink" => Box::new(Xlink::default()),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn every_other_name_is_a_registered_scheduler() {
+        for (alias, own) in ALIASES {
+            assert!(SCHEDULERS.iter().any(|(name, _)| name == own), "{alias} -> {own}");
+            assert_eq!(canonical(alias), Some(*own));
+            assert_eq!(by_name(alias, 0).unwrap().name(), by_name(own, 0).unwrap().name());
+        }
+        assert_eq!(canonical("xlink"), Some("xlink"));
+        assert_eq!(canonical("nope"), None);
+    }
 }

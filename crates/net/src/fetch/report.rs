@@ -90,7 +90,7 @@ pub(super) fn report(config: &FetchConfig, download: &Download, paths: &[PathEnt
         output: config.output.clone(),
         bytes,
         scheduler: download.scheduler_name().to_owned(),
-        cc: config.cc.clone(),
+        cc: pcdn_core::cc::canonical(&config.cc).unwrap_or(&config.cc).to_owned(),
         goodput_mbps: s.goodput_bps() / 1e6,
         ofo_mean_bytes: s.ofo_mean_bytes(),
         ofo_max_bytes: s.ofo_max_bytes() as f64,
