@@ -147,3 +147,83 @@ fn serve_runs_from_a_config_file_and_logs_plain_text_to_a_file() {
         "{err}"
     );
 }
+
+/// A published HLS file name with markup (stored XSS on the player page) is refused where it
+/// enters: `pcdn add --video` will not import it, and `pcdn play` will not serve a manifest
+/// that carries it (signed by a trusted key, its id right), naming the field.
+#[test]
+fn markup_in_an_hls_file_name_is_refused_at_import_and_at_play() {
+    use pcdn_core::ed25519_dalek::SigningKey;
+    use pcdn_core::manifest::{Container, VideoFile, VideoInfo};
+    use pcdn_core::{Manifest, SignedManifest};
+
+    let evil = "\"><img src=x onerror=alert(1)>.ts";
+    let dir = tempfile::tempdir().unwrap();
+    let hls = dir.path().join("hls");
+    std::fs::create_dir(&hls).unwrap();
+    std::fs::write(hls.join("index.m3u8"), format!("#EXTM3U\n#EXTINF:2,\n{evil}\n")).unwrap();
+    std::fs::write(hls.join(evil), [0u8; 100]).unwrap();
+    let out = pcdn()
+        .args(["add", "--video"])
+        .arg(&hls)
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "imported: {stderr}");
+    assert!(
+        stderr.contains("index.m3u8") && stderr.contains("unreserved"),
+        "{stderr}"
+    );
+
+    let playlist = b"#EXTM3U\n#EXTINF:2,\nseg.ts\n".to_vec();
+    let mut data = playlist.clone();
+    data.extend_from_slice(&[0u8; 100]);
+    let mut manifest = Manifest::from_bytes(&data, 1024, 65536).unwrap();
+    manifest.video = Some(VideoInfo {
+        bitrate_bps: 1000,
+        duration_ms: 2000,
+        container: Container::Hls,
+        files: vec![
+            VideoFile {
+                name: format!("{evil}.m3u8"),
+                offset: 0,
+                length: playlist.len() as u64,
+            },
+            VideoFile {
+                name: "seg.ts".to_owned(),
+                offset: playlist.len() as u64,
+                length: 100,
+            },
+        ],
+    });
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let signed = SignedManifest::sign(manifest, &key);
+    let file = dir.path().join("manifest");
+    std::fs::write(&file, signed.encode()).unwrap();
+    let out = pcdn()
+        .arg("play")
+        .arg(to_hex(&signed.content_id().0))
+        .arg("--manifest")
+        .arg(&file)
+        .args(["--origin-server", "127.0.0.1:9", "--origin-key"])
+        .arg(to_hex(&key.verifying_key().to_bytes()))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && !stdout.contains("http://"),
+        "served: {stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains("files[0].name") && stderr.contains("unreserved"),
+        "{stderr}"
+    );
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

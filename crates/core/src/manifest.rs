@@ -273,16 +273,22 @@ impl VideoInfo {
     }
 }
 
-/// A file-table name must be a plain file name a URL path segment can carry.
-fn check_file_name(name: &str) -> Result<(), &'static str> {
+/// A file-table name must be a plain file name that a URL path segment carries as it is and
+/// that means nothing in HTML, JavaScript, a shell or a file system: the unreserved
+/// characters of RFC 3986 §2.3 (letters, digits, `-`, `.`, `_`, `~`), not starting with a dot
+/// (so no `.`, `..` or hidden file). A publisher's name reaches players' pages and URLs.
+pub fn check_file_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() || name.len() > MAX_VIDEO_FILE_NAME {
         return Err("expected 1 to 255 bytes");
     }
-    if name == "." || name == ".." {
-        return Err("not a file name");
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+    {
+        return Err("expected only letters, digits, '-', '.', '_' and '~' (RFC 3986 unreserved characters)");
     }
-    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
-        return Err("expected no path separators or control characters");
+    if name.starts_with('.') {
+        return Err("expected a name not starting with '.'");
     }
     Ok(())
 }

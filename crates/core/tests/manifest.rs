@@ -419,6 +419,24 @@ fn bad_video_metadata_is_refused_naming_the_field() {
     assert!(message(hls_video(&[("a.m3u8", 0, 100), ("a.m3u8", 100, 900)])).contains("twice"));
     assert!(message(hls_video(&[("a.m3u8", 0, 100), ("../b.ts", 100, 900)])).contains("files[1].name"));
     assert!(message(hls_video(&[("a.m3u8", 0, 100), ("", 100, 900)])).contains("files[1].name"));
+    // Names reach HTML pages and URLs: only RFC 3986's unreserved characters, no leading dot.
+    for name in [
+        "\"><img src=x onerror=alert(1)>.ts",
+        "a b.ts",
+        "a%2Fb.ts",
+        "a&b.ts",
+        "é.ts",
+        ".hidden.ts",
+        "..",
+    ] {
+        let text = message(hls_video(&[("a.m3u8", 0, 100), (name, 100, 900)]));
+        assert!(text.contains("files[1].name"), "{name}: {text}");
+    }
+    assert!(
+        m.clone()
+            .with_video(hls_video(&[("seg_0-1~v2.m3u8", 0, 100), ("SEG.0.ts", 100, 900)]))
+            .is_ok()
+    );
     assert!(
         m.clone()
             .with_video(hls_video(&[("a.m3u8", 0, 100), ("b.ts", 100, 900)]))

@@ -181,11 +181,13 @@ pub fn probe_hls(dir: &Path) -> Result<VideoImport, VideoError> {
         }
     };
     let playlist_path = dir.join(&playlist_name);
-    let text = std::fs::read(&playlist_path).map_err(io_error(&playlist_path))?;
     let bad = |reason: String| VideoError::BadPlaylist {
         path: playlist_path.clone(),
         reason,
     };
+    pcdn_core::manifest::check_file_name(&playlist_name)
+        .map_err(|why| bad(format!("not a name a manifest may carry: {why}")))?;
+    let text = std::fs::read(&playlist_path).map_err(io_error(&playlist_path))?;
     let media = match m3u8_rs::parse_playlist_res(&text) {
         Ok(m3u8_rs::Playlist::MediaPlaylist(media)) => media,
         Ok(m3u8_rs::Playlist::MasterPlaylist(_)) => {
@@ -247,16 +249,12 @@ pub fn probe_hls(dir: &Path) -> Result<VideoImport, VideoError> {
     })
 }
 
-/// Adds a playlist URI to the file list once; it must name a file in the playlist's folder.
+/// Adds a playlist URI to the file list once; it must name a file in the playlist's folder,
+/// in the characters a manifest's file table allows (they reach players' pages and URLs).
 fn push_file(names: &mut Vec<String>, uri: &str) -> Result<(), String> {
-    let plain = !uri.is_empty()
-        && !uri.contains(['/', '\\', '?', '#', ':'])
-        && uri != "."
-        && uri != ".."
-        && !uri.chars().any(char::is_control);
-    if !plain {
+    if let Err(why) = pcdn_core::manifest::check_file_name(uri) {
         return Err(format!(
-            "segment URI {uri:?} is not a file name in the playlist's folder (absolute or nested URIs are not supported)"
+            "segment URI {uri:?} is not a plain file name in the playlist's folder ({why}; absolute or nested URIs are not supported)"
         ));
     }
     if !names.iter().any(|n| n == uri) {
@@ -319,6 +317,20 @@ mod tests {
         );
         let e = probe(dir.path()).unwrap_err().to_string();
         assert!(e.contains("index.m3u8") && e.contains("http://elsewhere/seg.ts"), "{e}");
+        write(
+            dir.path(),
+            "index.m3u8",
+            b"#EXTM3U\n#EXTINF:2,\n\"><img src=x onerror=alert(1)>.ts\n",
+        );
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("index.m3u8") && e.contains("<img") && e.contains("unreserved"),
+            "{e}"
+        );
+        std::fs::rename(dir.path().join("index.m3u8"), dir.path().join("<b>.m3u8")).unwrap();
+        let e = probe(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("<b>.m3u8") && e.contains("unreserved"), "{e}");
+        std::fs::rename(dir.path().join("<b>.m3u8"), dir.path().join("index.m3u8")).unwrap();
         write(dir.path(), "index.m3u8", b"no playlist at all");
         let e = probe(dir.path()).unwrap_err().to_string();
         assert!(e.contains("index.m3u8") && e.contains("not an HLS playlist"), "{e}");

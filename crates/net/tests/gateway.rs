@@ -277,3 +277,64 @@ async fn hls_files_are_served_from_the_table_with_their_types() {
     assert_eq!(status["done"], true);
     assert_eq!(status["delivered"], data.len());
 }
+
+/// A publisher's file name is text, never markup: the player page escapes it, its script runs
+/// only with the page's nonce, and no answer may be sniffed into HTML. (The manifest decoder
+/// refuses such a name; this is the page's own defence, for a table that got past it.)
+#[tokio::test]
+async fn a_markup_file_name_is_inert_on_the_player_page() {
+    let evil = "\"><img src=x onerror=alert(1)><script>alert(2)</script>.m3u8";
+    let playlist = b"#EXTM3U\n#EXTINF:2.0,\nseg0.ts\n#EXT-X-ENDLIST\n";
+    let p = playlist.len() as u64;
+    let video = VideoInfo {
+        bitrate_bps: 48_000,
+        duration_ms: 2000,
+        container: Container::Hls,
+        files: vec![
+            VideoFile {
+                name: evil.to_owned(),
+                offset: 0,
+                length: p,
+            },
+            VideoFile {
+                name: "seg0.ts".to_owned(),
+                offset: p,
+                length: 100,
+            },
+        ],
+    };
+    assert!(video.validate(p + 100).is_err(), "the decoder's rule refuses the name");
+    let (_buffer, content) = ContentBuffer::new(ID, p + 100, Some(video)).unwrap();
+    let base = start(content).await;
+    let page = get(&format!("{base}/player/{}", hex::encode(ID.0)), None).await;
+    assert_eq!(page.status(), StatusCode::OK);
+    let policy = header(&page, reqwest::header::CONTENT_SECURITY_POLICY);
+    assert_eq!(header(&page, reqwest::header::X_CONTENT_TYPE_OPTIONS), "nosniff");
+    let html = page.text().await.unwrap();
+    assert!(
+        !html.contains("<img") && !html.contains("alert(2)</script>"),
+        "markup from the manifest reached the page:\n{html}"
+    );
+    assert!(
+        html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;.m3u8"),
+        "the name is shown escaped:\n{html}"
+    );
+    // One script element, carrying the nonce the policy names; no inline script runs otherwise.
+    let nonce = policy
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_else(|| panic!("no script nonce in {policy}"));
+    assert!(nonce.len() >= 22, "{policy}");
+    assert!(policy.contains(&format!("script-src 'nonce-{nonce}'")), "{policy}");
+    assert_eq!(html.matches("<script").count(), 1, "{html}");
+    assert!(html.contains(&format!("<script nonce=\"{nonce}\">")), "{html}");
+    let again = get(&format!("{base}/player/{}", hex::encode(ID.0)), None).await;
+    assert_ne!(
+        header(&again, reqwest::header::CONTENT_SECURITY_POLICY),
+        policy,
+        "a fresh nonce per page"
+    );
+    let bytes = get(&content_url(&base), None).await;
+    assert_eq!(header(&bytes, reqwest::header::X_CONTENT_TYPE_OPTIONS), "nosniff");
+}
