@@ -4,7 +4,7 @@ use crate::error::ApiError;
 use crate::extract::{Authorized, ContentIdPath, DeviceIdPath, HasSecret, JsonBody, RawBody, SecretHash, ServerCount};
 use crate::metrics::{self, Metrics};
 use crate::model::{self, Load, Lookup, MAX_ANNOUNCED, Registration, content_hex};
-use crate::store::{Store, unix_millis};
+use crate::store::{ManifestPut, Store, unix_millis};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::handler::Handler;
 use axum::http::header::CONTENT_TYPE;
@@ -30,6 +30,7 @@ pub(crate) struct AppState<S> {
     pub ttl_secs: u64,
     pub heartbeat_secs: u64,
     pub metrics: Metrics,
+    pub limits: crate::StoreLimits,
 }
 
 type SharedState<S> = Arc<AppState<S>>;
@@ -288,6 +289,19 @@ async fn put_manifest<S: Store>(
     RawBody(bytes): RawBody,
 ) -> Result<StatusCode, ApiError> {
     let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", problem);
+    let limits = &state.limits;
+    if bytes.len() > limits.max_manifest_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "manifest_too_large",
+            format!(
+                "the manifest is {} bytes; this tracker keeps manifests of at most {} bytes (a 10 GiB \
+                 video in 64 KiB blocks): cut the content into larger blocks",
+                bytes.len(),
+                limits.max_manifest_bytes
+            ),
+        ));
+    }
     let manifest = SignedManifest::decode(&bytes)
         .map_err(|error| invalid(format!("request body is not a signed manifest: {error}")))?;
     manifest
@@ -315,8 +329,26 @@ async fn put_manifest<S: Store>(
             ),
         ));
     }
-    state.store.put_manifest(content, bytes).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let size = bytes.len();
+    match state
+        .store
+        .put_manifest(content, manifest.signer, bytes, unix_millis())
+        .await?
+    {
+        ManifestPut::Stored => Ok(StatusCode::NO_CONTENT),
+        ManifestPut::OverQuota { count, bytes } => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "manifest_quota_exceeded",
+            format!(
+                "the origin key {} keeps {count} other manifests of {bytes} bytes in all; with this one \
+                 of {size} bytes it would pass its quota of {} manifests or {} bytes: remove contents \
+                 no device holds any more (they are deleted once orphaned) or raise the quota",
+                hex::encode(manifest.signer),
+                limits.manifests_per_origin,
+                limits.manifest_bytes_per_origin
+            ),
+        )),
+    }
 }
 
 async fn get_manifest<S: Store>(

@@ -28,6 +28,18 @@ pub struct TrackerArgs {
     /// Most origins a lookup lists (never more than its `n`).
     #[arg(long, value_name = "N", default_value_t = StoreLimits::default().max_origins, value_parser = parse_positive)]
     pub max_origins: usize,
+    /// Largest manifest kept, in bytes [default: 8 MiB, a 10 GiB video in 64 KiB blocks].
+    #[arg(long, value_name = "BYTES", default_value_t = StoreLimits::default().max_manifest_bytes, value_parser = parse_positive)]
+    pub max_manifest_bytes: usize,
+    /// Most manifests one origin key keeps.
+    #[arg(long, value_name = "N", default_value_t = StoreLimits::default().manifests_per_origin, value_parser = clap::value_parser!(u64).range(1..))]
+    pub manifests_per_origin: u64,
+    /// Most manifest bytes one origin key keeps [default: 1 GiB].
+    #[arg(long, value_name = "BYTES", default_value_t = StoreLimits::default().manifest_bytes_per_origin, value_parser = clap::value_parser!(u64).range(1..))]
+    pub manifest_bytes_per_origin: u64,
+    /// Seconds a manifest no live device holds, whose origin is gone, is kept before deletion.
+    #[arg(long, value_name = "SECS", default_value_t = StoreLimits::default().orphan_grace.as_secs())]
+    pub orphan_grace: u64,
 }
 
 fn parse_positive(text: &str) -> Result<usize, String> {
@@ -68,6 +80,10 @@ impl TrackerArgs {
             heartbeat,
             limits: StoreLimits {
                 max_origins: self.max_origins,
+                max_manifest_bytes: self.max_manifest_bytes,
+                manifests_per_origin: self.manifests_per_origin,
+                manifest_bytes_per_origin: self.manifest_bytes_per_origin,
+                orphan_grace: Duration::from_secs(self.orphan_grace),
                 ..StoreLimits::default()
             },
         })
@@ -146,6 +162,7 @@ mod tests {
             (config.ttl, config.heartbeat),
             (Duration::from_secs(30), Duration::from_secs(10))
         );
+        assert_eq!(config.limits, StoreLimits::default());
 
         let missing = dir.path().join("missing");
         let error = read_secret_file(&missing).unwrap_err().to_string();

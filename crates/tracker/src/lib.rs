@@ -95,6 +95,23 @@ pub struct StoreLimits {
     /// since the last sweep. Default 64: a sweep runs every ttl/4, so only devices that expired
     /// within one sweep interval are skipped, and 64 is the largest `n`.
     pub lookup_slack: usize,
+    /// Largest manifest the tracker keeps, in bytes. Default 8 MiB, the largest manifest of a
+    /// 10 GiB video in the default 64 KiB blocks (crates/core/src/manifest.rs's format):
+    /// 163,840 block hashes of 32 bytes (5,242,880 bytes), an HLS file table of 10,737
+    /// two-second segments of 1 MiB (4 Mbit/s) with 255-byte names at 18 + 255 bytes each
+    /// (2,931,201 bytes), the video header (21), the manifest header (32) and the signer and
+    /// signature (96): 8,174,230 bytes ≤ 8,388,608.
+    pub max_manifest_bytes: usize,
+    /// Most manifests one origin (one signer key) may keep. Default 10,000: a catalogue of ten
+    /// thousand videos.
+    pub manifests_per_origin: u64,
+    /// Most manifest bytes one origin (one signer key) may keep. Default 1 GiB: 10,000 manifests
+    /// of 100 KB (a 2 GB video each), or 128 of the largest.
+    pub manifest_bytes_per_origin: u64,
+    /// How long a manifest that no live device holds, and whose origin (a live origin with the
+    /// signer's key) is gone, is kept before the sweep deletes it. Default 24 h: an origin down
+    /// for a night keeps its catalogue.
+    pub orphan_grace: Duration,
 }
 
 impl Default for StoreLimits {
@@ -102,6 +119,10 @@ impl Default for StoreLimits {
         StoreLimits {
             max_origins: 4,
             lookup_slack: 64,
+            max_manifest_bytes: 8 << 20,
+            manifests_per_origin: 10_000,
+            manifest_bytes_per_origin: 1 << 30,
+            orphan_grace: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -285,6 +306,7 @@ async fn run_server<S: Store>(
         ttl_secs: config.ttl.as_secs(),
         heartbeat_secs: config.heartbeat.as_secs(),
         metrics: metrics::Metrics::new(),
+        limits: config.limits.clone(),
     });
     let sweeper = tokio::spawn(sweep_forever(Arc::clone(&state), sweep_interval(config.ttl)));
     let served = axum::serve(listener, api::router(Arc::clone(&state)))
@@ -314,6 +336,12 @@ async fn sweep_forever<S: Store>(state: Arc<AppState<S>>, interval: Duration) {
                 }
             }
             Err(error) => tracing::warn!(%error, "sweeping expired devices failed"),
+        }
+        // After the devices: a manifest whose last holder just expired counts as unheld.
+        match state.store.sweep_manifests(now).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, "orphaned manifests deleted"),
+            Err(error) => tracing::warn!(%error, "sweeping orphaned manifests failed"),
         }
         if let Ok(live) = state.store.live_devices(now).await {
             state.metrics.set_live_devices(live);

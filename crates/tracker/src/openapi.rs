@@ -121,8 +121,8 @@ pub(crate) fn document() -> Value {
                         "204": {"description": "stored"},
                         "400": error_response("invalid_manifest or content_id_mismatch"),
                         "401": unauthorized,
-                        "403": error_response("not_an_origin: the signer is not a registered origin's public_key"),
-                        "413": error_response("body_too_large"),
+                        "403": error_response("not_an_origin: the signer is not a registered origin's public_key; manifest_quota_exceeded: the signer's manifests would pass its count or byte quota"),
+                        "413": error_response("body_too_large, or manifest_too_large: over the tracker's largest manifest (8 MiB by default)"),
                         "503": unavailable
                     }
                 },

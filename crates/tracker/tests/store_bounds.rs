@@ -5,7 +5,9 @@
 mod common;
 
 use common::*;
-use pcdn_tracker::StoreUrl;
+use pcdn_core::ed25519_dalek::SigningKey;
+use pcdn_core::manifest::{Manifest, SignedManifest};
+use pcdn_tracker::{RunningTracker, StoreLimits, StoreUrl, TrackerConfig, bind};
 use reqwest::Method;
 use serde_json::json;
 use std::time::Duration;
@@ -72,7 +74,7 @@ async fn register_many(api: &Api, count: usize, origins: bool, content: &str) {
                 if origins {
                     let mut seed = [0u8; 32];
                     seed[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
-                    let key = pcdn_core::ed25519_dalek::SigningKey::from_bytes(&seed);
+                    let key = SigningKey::from_bytes(&seed);
                     api.register_origin(&format!("origin-{i}"), "127.0.0.1:7800", &key)
                         .await
                         .expect(200);
@@ -180,4 +182,129 @@ async fn sqlite_lookups_are_bounded_whatever_the_holders_and_origins() {
 async fn redis_lookups_are_bounded_whatever_the_holders_and_origins() {
     let redis = RedisServer::start();
     lookups_are_bounded_whatever_the_holders_and_origins(redis.url().parse().unwrap()).await;
+}
+
+/// A tracker on `store` with `limits` (ttl 5 s, so a sweep every 1.25 s).
+async fn start_with(store: StoreUrl, limits: StoreLimits) -> RunningTracker {
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, SECRET.into());
+    config.ttl = Duration::from_secs(5);
+    config.heartbeat = Duration::from_secs(1);
+    config.limits = limits;
+    bind(config).await.expect("tracker starts")
+}
+
+/// A signed manifest of `length` made-up bytes in blocks of `block` bytes.
+fn manifest_of(seed: u8, length: usize, block: u32, signer: &SigningKey) -> (String, Vec<u8>) {
+    let data: Vec<u8> = (0..length)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect();
+    let signed = SignedManifest::sign(Manifest::from_bytes(&data, block.min(1024), block).unwrap(), signer);
+    (hex::encode(signed.content_id().0), signed.encode())
+}
+
+/// Manifests are capped in size (8 MiB by default), counted and measured per origin key against
+/// a quota, and deleted by the sweep once no live device holds them and their origin is gone
+/// for the grace period, which frees the quota.
+async fn manifests_are_capped_counted_and_orphans_removed(store: StoreUrl) {
+    let limits = StoreLimits {
+        manifests_per_origin: 2,
+        manifest_bytes_per_origin: 3_000,
+        orphan_grace: Duration::from_secs(2),
+        ..StoreLimits::default()
+    };
+    let (one, two) = (key(1), key(2));
+    // Over 8 MiB: 270,000 one-byte blocks need 8,640,000 bytes of hashes. (Made before the
+    // tracker starts: hashing them may take longer than the ttl in a debug build.)
+    let (huge_cid, huge) = manifest_of(1, 270_000, 1, &one);
+    assert!(huge.len() > 8 << 20);
+    let tracker = start_with(store, limits).await;
+    let api = Api::new(tracker.local_addr());
+    api.register_origin("origin-1", "127.0.0.1:7800", &one)
+        .await
+        .expect(200);
+    api.register_origin("origin-2", "127.0.0.1:7810", &two)
+        .await
+        .expect(200);
+    let answer = api
+        .put_manifest(&huge_cid, huge)
+        .await
+        .expect_error(413, "manifest_too_large");
+    assert!(
+        answer.json()["message"].as_str().unwrap().contains("8388608"),
+        "{}",
+        answer.json()
+    );
+
+    // The count quota: two manifests, then a third is refused; putting one again is no more.
+    let (first_cid, first) = signed_manifest(1, &one);
+    let (second_cid, second) = signed_manifest(2, &one);
+    let (third_cid, third) = signed_manifest(3, &one);
+    api.put_manifest(&first_cid, first.clone()).await.expect(204);
+    api.put_manifest(&second_cid, second.clone()).await.expect(204);
+    api.put_manifest(&first_cid, first.clone()).await.expect(204);
+    let answer = api
+        .put_manifest(&third_cid, third.clone())
+        .await
+        .expect_error(403, "manifest_quota_exceeded");
+    let message = answer.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains(&hex::encode(one.verifying_key().to_bytes())) && message.contains("quota"),
+        "{message}"
+    );
+    api.get_manifest(&third_cid).await.expect_error(404, "unknown_manifest");
+
+    // The byte quota, per key: 3,264 bytes of 98 block hashes are over 3,000 for origin-2.
+    let (big_cid, big) = manifest_of(2, 100_000, 1024, &two);
+    assert!(big.len() > 3_000, "{}", big.len());
+    api.put_manifest(&big_cid, big)
+        .await
+        .expect_error(403, "manifest_quota_exceeded");
+    let (small_cid, small) = signed_manifest(4, &two);
+    api.put_manifest(&small_cid, small).await.expect(204);
+
+    // Orphans: origin-1 leaves; its first manifest is held by a live edge, its second by no
+    // one. Only the second goes, after the grace period, and that frees quota for the third.
+    api.register("edge-1", "127.0.0.1:7901", 1_000).await.expect(200);
+    api.announce("edge-1", &[&first_cid]).await.expect(200);
+    api.remove("origin-1").await.expect(204);
+    api.get_manifest(&second_cid).await.expect(200);
+    wait_until(
+        Duration::from_secs(60),
+        "the orphaned manifest to be deleted",
+        || async {
+            api.heartbeat("edge-1", 0, 0, true).await.expect(200);
+            api.heartbeat("origin-2", 0, 0, true).await.expect(200);
+            api.get_manifest(&second_cid).await.status == 404
+        },
+    )
+    .await;
+    assert_eq!(api.get_manifest(&first_cid).await.expect(200).bytes, first);
+    // origin-2 is live (it heartbeats above): its manifest no device holds stays.
+    api.get_manifest(&small_cid).await.expect(200);
+    api.register_origin("origin-1", "127.0.0.1:7800", &one)
+        .await
+        .expect(200);
+    api.put_manifest(&third_cid, third).await.expect(204);
+    api.remove("origin-1").await.expect(204);
+
+    // The last holder leaving makes the first an orphan too.
+    api.remove("edge-1").await.expect(204);
+    wait_until(Duration::from_secs(60), "the unheld manifest to be deleted", || async {
+        api.heartbeat("origin-2", 0, 0, true).await.expect(200);
+        api.get_manifest(&first_cid).await.status == 404 && api.get_manifest(&third_cid).await.status == 404
+    })
+    .await;
+    api.get_manifest(&small_cid).await.expect(200);
+    tracker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn sqlite_manifests_are_capped_counted_and_orphans_removed() {
+    manifests_are_capped_counted_and_orphans_removed(StoreUrl::SqliteMemory).await;
+}
+
+#[tokio::test]
+async fn redis_manifests_are_capped_counted_and_orphans_removed() {
+    let redis = RedisServer::start();
+    manifests_are_capped_counted_and_orphans_removed(redis.url().parse().unwrap()).await;
 }

@@ -63,8 +63,15 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Whether `key` is the public key of a live origin device.
     fn is_origin_key(&self, key: &[u8; 32], now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Stores a verified signed manifest, replacing any earlier one for the same content.
-    fn put_manifest(&self, content: ContentId, bytes: Bytes) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Stores a verified signed manifest signed by `signer`, replacing any earlier one for the
+    /// same content, unless that would take the signer over its quota (`StoreLimits`).
+    fn put_manifest(
+        &self,
+        content: ContentId,
+        signer: [u8; 32],
+        bytes: Bytes,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<ManifestPut, StoreError>> + Send;
 
     /// The signed manifest of a content, if one was put.
     fn get_manifest(&self, content: ContentId) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send;
@@ -85,4 +92,21 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Deletes the devices whose ttl ran out; returns how many this call deleted (each expired
     /// device is counted once, even with several tracker instances sweeping one Redis).
     fn sweep(&self, now_ms: u64) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes the manifests that have been orphans for the grace period (`StoreLimits`): held
+    /// by no live device, with no live origin whose key signed them. Marks new orphans and
+    /// unmarks manifests held again. Returns how many it deleted.
+    fn sweep_manifests(&self, now_ms: u64) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+/// What putting a manifest did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ManifestPut {
+    Stored,
+    /// Refused: the signer already keeps `count` manifests of `bytes` bytes besides this one,
+    /// and this one would take it over a quota.
+    OverQuota {
+        count: u64,
+        bytes: u64,
+    },
 }

@@ -16,14 +16,17 @@
 //! - `origins`: set of origin device ids.
 //! - `live`: sorted set of device id → expiry deadline (Unix ms), used only to find expired
 //!   devices to clean up and to count live devices.
-//! - `manifest:{content hex}`: the signed manifest bytes.
+//! - `manifest:{content hex}`: the signed manifest bytes; `manifest-signer`: hash of content hex
+//!   → signer key hex, every stored manifest; `signed:{signer hex}`: sorted set of the contents
+//!   a signer keeps scored by manifest size, and `signed-bytes`: hash of signer → bytes kept
+//!   (the quota); `orphan-since`: hash of content hex → when the manifest became an orphan.
 //!
 //! Every operation that touches several keys is one Lua script, atomic across instances. A
 //! lookup is one script, so one round trip: the first live entries of the content's ranking and
 //! of the origins' (`ZRANGE` with a bound) with their records; the tracker orders those exactly
 //! (`model::server_order`, whose ties on free capacity the scores cannot break) and renders them.
 
-use super::{Store, StoreError, ttl_millis};
+use super::{ManifestPut, Store, StoreError, ttl_millis};
 use crate::StoreLimits;
 use crate::model::{Device, Load, Lookup, Registration, content_hex, origin_order, top_servers};
 use bytes::Bytes;
@@ -42,6 +45,12 @@ const RANK_PREFIX: &str = "pcdn:rank:";
 const ORIGINS_KEY: &str = "pcdn:origins";
 const ORIGIN_RANK_KEY: &str = "pcdn:origin-rank";
 const LIVE_KEY: &str = "pcdn:live";
+const MANIFEST_SIGNER_KEY: &str = "pcdn:manifest-signer";
+const SIGNED_PREFIX: &str = "pcdn:signed:";
+const SIGNED_BYTES_KEY: &str = "pcdn:signed-bytes";
+const ORPHAN_SINCE_KEY: &str = "pcdn:orphan-since";
+/// Manifests one orphan-sweep script examines (`HSCAN` count); the sweep loops over the index.
+const MANIFEST_SWEEP_BATCH: usize = 500;
 /// Devices one sweep script examines; the sweep loops until a batch comes back short.
 const SWEEP_BATCH: usize = 500;
 
@@ -206,6 +215,69 @@ end
 return {cleaned, #ids}
 ";
 
+/// KEYS: manifest, manifest-signer, signed:{signer}, signed-bytes, orphan-since. ARGV: content
+/// hex, signer hex, size, max count, max bytes, manifest bytes, signed prefix. Stores the
+/// manifest unless the signer's quota would be passed; returns {stored, count, bytes}, the
+/// signer's manifests and bytes besides this one.
+const PUT_MANIFEST: &str = r"
+local cid, signer, size = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local count = redis.call('ZCARD', KEYS[3])
+local used = tonumber(redis.call('HGET', KEYS[4], signer) or '0')
+local same = redis.call('ZSCORE', KEYS[3], cid)
+if same then
+  count = count - 1
+  used = used - tonumber(same)
+end
+if count + 1 > tonumber(ARGV[4]) or used + size > tonumber(ARGV[5]) then return {0, count, used} end
+local previous = redis.call('HGET', KEYS[2], cid)
+if previous and previous ~= signer then
+  local old = redis.call('ZSCORE', ARGV[7] .. previous, cid)
+  if old then
+    redis.call('ZREM', ARGV[7] .. previous, cid)
+    redis.call('HINCRBY', KEYS[4], previous, -tonumber(old))
+  end
+end
+redis.call('ZADD', KEYS[3], size, cid)
+redis.call('HSET', KEYS[4], signer, used + size)
+redis.call('HSET', KEYS[2], cid, signer)
+redis.call('HDEL', KEYS[5], cid)
+redis.call('SET', KEYS[1], ARGV[6])
+return {1, count, used}
+";
+
+/// KEYS: manifest-signer, orphan-since, signed-bytes. ARGV: cursor, batch, now_ms, grace_ms,
+/// holders prefix, manifest prefix, signed prefix, then the key hex of every live origin.
+/// One `HSCAN` step over the manifests: unmarks the held ones (a device announced it, or a
+/// live origin has the signer's key), marks new orphans, deletes orphans older than the grace.
+/// Returns {next cursor, deleted}.
+const SWEEP_MANIFESTS: &str = r"
+local live = {}
+for i = 8, #ARGV do live[ARGV[i]] = true end
+local scan = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', tonumber(ARGV[2]))
+local entries = scan[2]
+local now, deleted = tonumber(ARGV[3]), 0
+for i = 1, #entries, 2 do
+  local cid, signer = entries[i], entries[i + 1]
+  if live[signer] or redis.call('SCARD', ARGV[5] .. cid) > 0 then
+    redis.call('HDEL', KEYS[2], cid)
+  else
+    local since = redis.call('HGET', KEYS[2], cid)
+    if not since then
+      redis.call('HSET', KEYS[2], cid, ARGV[3])
+    elseif now - tonumber(since) >= tonumber(ARGV[4]) then
+      redis.call('DEL', ARGV[6] .. cid)
+      redis.call('HDEL', KEYS[1], cid)
+      redis.call('HDEL', KEYS[2], cid)
+      local size = redis.call('ZSCORE', ARGV[7] .. signer, cid)
+      redis.call('ZREM', ARGV[7] .. signer, cid)
+      if size then redis.call('HINCRBY', KEYS[3], signer, -tonumber(size)) end
+      deleted = deleted + 1
+    end
+  end
+end
+return {scan[1], deleted}
+";
+
 /// The Redis store (`redis://host:port/db`).
 pub(crate) struct RedisStore {
     connection: ConnectionManager,
@@ -217,6 +289,8 @@ pub(crate) struct RedisStore {
     remove: Script,
     sweep: Script,
     lookup: Script,
+    put_manifest: Script,
+    sweep_manifests: Script,
 }
 
 fn device_key(id: &str) -> String {
@@ -313,6 +387,8 @@ impl RedisStore {
             remove: Script::new(REMOVE),
             sweep: Script::new(SWEEP),
             lookup: Script::new(LOOKUP),
+            put_manifest: Script::new(PUT_MANIFEST),
+            sweep_manifests: Script::new(SWEEP_MANIFESTS),
         })
     }
 
@@ -320,6 +396,23 @@ impl RedisStore {
     /// a clone is a cheap handle to it.
     fn connection(&self) -> ConnectionManager {
         self.connection.clone()
+    }
+}
+
+impl RedisStore {
+    /// The public keys of the live origins.
+    async fn live_origin_keys(&self) -> Result<HashSet<[u8; 32]>, StoreError> {
+        let ids: Vec<String> = self.connection().smembers(ORIGINS_KEY).await?;
+        if ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| device_key(id)).collect();
+        let records: Vec<Option<String>> = self.connection().mget(keys).await?;
+        Ok(decode_devices(&ids, records)?
+            .iter()
+            .filter(|device| device.registration.origin)
+            .filter_map(|device| device.registration.public_key)
+            .collect())
     }
 }
 
@@ -398,21 +491,38 @@ impl Store for RedisStore {
     }
 
     async fn is_origin_key(&self, key: &[u8; 32], _now_ms: u64) -> Result<bool, StoreError> {
-        let ids: Vec<String> = self.connection().smembers(ORIGINS_KEY).await?;
-        if ids.is_empty() {
-            return Ok(false);
-        }
-        let keys: Vec<String> = ids.iter().map(|id| device_key(id)).collect();
-        let records: Vec<Option<String>> = self.connection().mget(keys).await?;
-        Ok(decode_devices(&ids, records)?
-            .iter()
-            .any(|device| device.registration.origin && device.registration.public_key.as_ref() == Some(key)))
+        Ok(self.live_origin_keys().await?.contains(key))
     }
 
-    async fn put_manifest(&self, content: ContentId, bytes: Bytes) -> Result<(), StoreError> {
-        let key = format!("{MANIFEST_PREFIX}{}", content_hex(&content));
-        let () = self.connection().set(key, &bytes[..]).await?;
-        Ok(())
+    async fn put_manifest(
+        &self,
+        content: ContentId,
+        signer: [u8; 32],
+        bytes: Bytes,
+        _now_ms: u64,
+    ) -> Result<ManifestPut, StoreError> {
+        let (cid, signer) = (content_hex(&content), hex::encode(signer));
+        let (stored, count, used): (i64, u64, u64) = self
+            .put_manifest
+            .key(format!("{MANIFEST_PREFIX}{cid}"))
+            .key(MANIFEST_SIGNER_KEY)
+            .key(format!("{SIGNED_PREFIX}{signer}"))
+            .key(SIGNED_BYTES_KEY)
+            .key(ORPHAN_SINCE_KEY)
+            .arg(&cid)
+            .arg(&signer)
+            .arg(bytes.len())
+            .arg(self.limits.manifests_per_origin)
+            .arg(self.limits.manifest_bytes_per_origin)
+            .arg(&bytes[..])
+            .arg(SIGNED_PREFIX)
+            .invoke_async(&mut self.connection())
+            .await?;
+        Ok(if stored == 1 {
+            ManifestPut::Stored
+        } else {
+            ManifestPut::OverQuota { count, bytes: used }
+        })
     }
 
     async fn get_manifest(&self, content: ContentId) -> Result<Option<Bytes>, StoreError> {
@@ -470,6 +580,33 @@ impl Store for RedisStore {
             if examined < SWEEP_BATCH {
                 return Ok(total);
             }
+        }
+    }
+
+    async fn sweep_manifests(&self, now_ms: u64) -> Result<u64, StoreError> {
+        let live: Vec<String> = self.live_origin_keys().await?.iter().map(hex::encode).collect();
+        let (mut cursor, mut total) = (0u64, 0u64);
+        loop {
+            let mut invocation = self.sweep_manifests.key(MANIFEST_SIGNER_KEY);
+            invocation
+                .key(ORPHAN_SINCE_KEY)
+                .key(SIGNED_BYTES_KEY)
+                .arg(cursor)
+                .arg(MANIFEST_SWEEP_BATCH)
+                .arg(now_ms)
+                .arg(ttl_millis(self.limits.orphan_grace))
+                .arg(HOLDERS_PREFIX)
+                .arg(MANIFEST_PREFIX)
+                .arg(SIGNED_PREFIX);
+            for key in &live {
+                invocation.arg(key);
+            }
+            let (next, deleted): (u64, u64) = invocation.invoke_async(&mut self.connection()).await?;
+            total += deleted;
+            if next == 0 {
+                return Ok(total);
+            }
+            cursor = next;
         }
     }
 }

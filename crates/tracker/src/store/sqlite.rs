@@ -7,16 +7,19 @@
 //! only the model (a read lock and a few hash look-ups), which is what lets one tracker answer
 //! tens of thousands of lookups per second on two cores.
 
-use super::{Store, StoreError, ttl_millis};
+use super::{ManifestPut, Store, StoreError, ttl_millis};
 use crate::StoreLimits;
-use crate::model::{Device, Load, Lookup, RankKey, Registration};
+use crate::model::{Device, Load, Lookup, Registration};
 use bytes::Bytes;
 use pcdn_core::wire::ContentId;
+use registry::{Entry, ManifestMeta, Registry, is_live};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
+
+mod registry;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS devices (
@@ -37,161 +40,25 @@ CREATE TABLE IF NOT EXISTS device_contents (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS manifests (
     content BLOB PRIMARY KEY NOT NULL,
-    bytes BLOB NOT NULL
+    bytes BLOB NOT NULL,
+    signer BLOB,
+    orphan_since_ms INTEGER
 );
 ";
 
-/// A device in the read model, with when it was last heard from and what it announced.
-#[derive(Debug)]
-struct Entry {
-    device: Arc<Device>,
-    last_seen_ms: u64,
-    contents: HashSet<ContentId>,
-}
-
-/// The in-memory read model: every device not yet swept, each content's serving holders ranked
-/// in lookup order, and the origins ranked the same way. Expired devices may linger until the
-/// next sweep; readers check `last_seen_ms`.
-///
-/// The rankings are kept sorted as loads change (a heartbeat moves the device in the ranking of
-/// each content it announced), so a lookup reads the first `n` of one ranking, plus the few
-/// expired entries it skips, however many devices hold the content.
-#[derive(Debug, Default)]
-struct Registry {
-    devices: HashMap<String, Entry>,
-    /// Healthy non-origin devices (`Device::can_serve`) by content, in `server_order`.
-    ranked: HashMap<ContentId, BTreeSet<RankKey>>,
-    /// How many devices (serving or not) announced each content; absent for none.
-    holders: HashMap<ContentId, u32>,
-    /// Every origin, healthy first, then in `server_order`.
-    origins: BTreeSet<RankKey>,
-}
-
-impl Registry {
-    fn live_entry(&self, id: &str, now_ms: u64, ttl_ms: u64) -> Option<&Entry> {
-        self.devices
-            .get(id)
-            .filter(|entry| is_live(entry.last_seen_ms, now_ms, ttl_ms))
-    }
-
-    fn insert(&mut self, entry: Entry) {
-        let id = entry.device.registration.id.clone();
-        self.remove(&id);
-        self.index_contents(&entry.device, &entry.contents);
-        if entry.device.registration.origin {
-            self.origins.insert(RankKey::of(&entry.device));
-        }
-        self.devices.insert(id, entry);
-    }
-
-    fn remove(&mut self, id: &str) -> Option<Entry> {
-        let entry = self.devices.remove(id)?;
-        self.unindex_contents(&entry.device, &entry.contents);
-        self.origins.remove(&RankKey::of(&entry.device));
-        Some(entry)
-    }
-
-    fn index_contents(&mut self, device: &Device, contents: &HashSet<ContentId>) {
-        let key = device.can_serve().then(|| RankKey::of(device));
-        for content in contents {
-            *self.holders.entry(*content).or_default() += 1;
-            if let Some(key) = &key {
-                self.ranked.entry(*content).or_default().insert(key.clone());
-            }
-        }
-    }
-
-    fn unindex_contents(&mut self, device: &Device, contents: &HashSet<ContentId>) {
-        let key = device.can_serve().then(|| RankKey::of(device));
-        for content in contents {
-            if let Some(count) = self.holders.get_mut(content) {
-                *count -= 1;
-                if *count == 0 {
-                    self.holders.remove(content);
-                }
-            }
-            if let Some(key) = &key
-                && let Some(ranked) = self.ranked.get_mut(content)
-            {
-                ranked.remove(key);
-                if ranked.is_empty() {
-                    self.ranked.remove(content);
-                }
-            }
-        }
-    }
-
-    fn set_contents(&mut self, id: &str, contents: HashSet<ContentId>) {
-        let Some(entry) = self.devices.get_mut(id) else { return };
-        let old = std::mem::replace(&mut entry.contents, contents);
-        let device = Arc::clone(&entry.device);
-        self.unindex_contents(&device, &old);
-        let contents = std::mem::take(&mut self.devices.get_mut(id).expect("present above").contents);
-        self.index_contents(&device, &contents);
-        self.devices.get_mut(id).expect("present above").contents = contents;
-    }
-
-    /// Records a load report: moves the device within the rankings it is in. Costs
-    /// O(announced contents × log holders) when its rank changes, nothing more otherwise.
-    fn set_load(&mut self, id: &str, load: Load, now_ms: u64) {
-        let Some(entry) = self.devices.get_mut(id) else { return };
-        let updated = Arc::new(Device::new(entry.device.registration.clone(), load));
-        let old = std::mem::replace(&mut entry.device, updated);
-        entry.last_seen_ms = now_ms;
-        let new = Arc::clone(&entry.device);
-        let (old_key, new_key) = (RankKey::of(&old), RankKey::of(&new));
-        if old_key == new_key && old.can_serve() == new.can_serve() {
-            return;
-        }
-        if new.registration.origin {
-            self.origins.remove(&old_key);
-            self.origins.insert(new_key);
-            return;
-        }
-        let contents = std::mem::take(&mut self.devices.get_mut(id).expect("present above").contents);
-        for content in &contents {
-            let ranked = self.ranked.entry(*content).or_default();
-            if old.can_serve() {
-                ranked.remove(&old_key);
-            }
-            if new.can_serve() {
-                ranked.insert(new_key.clone());
-            }
-            if ranked.is_empty() {
-                self.ranked.remove(content);
-            }
-        }
-        self.devices.get_mut(id).expect("present above").contents = contents;
-    }
-
-    /// The first `want` live devices of `ranking`, reading at most `want + slack` entries (the
-    /// slack skips devices that expired since the last sweep); also returns how many it read.
-    fn first_live<'a>(
-        &'a self,
-        ranking: impl Iterator<Item = &'a RankKey>,
-        want: usize,
-        slack: usize,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> (Vec<Arc<Device>>, usize) {
-        let mut found = Vec::with_capacity(want);
-        let mut read = 0;
-        for key in ranking.take(want.saturating_add(slack)) {
-            if found.len() == want {
-                break;
-            }
-            read += 1;
-            if let Some(entry) = self.live_entry(&key.id, now_ms, ttl_ms) {
-                found.push(Arc::clone(&entry.device));
-            }
-        }
-        (found, read)
-    }
-}
-
-fn is_live(last_seen_ms: u64, now_ms: u64, ttl_ms: u64) -> bool {
-    now_ms < last_seen_ms.saturating_add(ttl_ms)
-}
+/// Columns added to `manifests` after its first version, added to older files at start. The
+/// signer of a manifest stored before is its bytes' trailer: signer (32) then signature (64).
+const MANIFEST_MIGRATION: &[(&str, &str)] = &[
+    (
+        "signer",
+        "ALTER TABLE manifests ADD COLUMN signer BLOB;
+         UPDATE manifests SET signer = substr(bytes, length(bytes) - 95, 32);",
+    ),
+    (
+        "orphan_since_ms",
+        "ALTER TABLE manifests ADD COLUMN orphan_since_ms INTEGER;",
+    ),
+];
 
 /// The database connections and the read model, shared with blocking tasks.
 struct Inner {
@@ -254,6 +121,7 @@ impl SqliteStore {
         };
         configure(&writer)?;
         writer.execute_batch(SCHEMA)?;
+        migrate(&writer)?;
         let registry = load_registry(&writer)?;
         let reader = match path {
             Some(path) => {
@@ -284,6 +152,22 @@ impl SqliteStore {
             .await
             .map_err(|join| StoreError::Task(join.to_string()))?
     }
+}
+
+/// Adds the columns of `MANIFEST_MIGRATION` a file made by an older tracker lacks.
+fn migrate(connection: &Connection) -> Result<(), StoreError> {
+    let mut columns = HashSet::new();
+    let mut info = connection.prepare("PRAGMA table_info(manifests)")?;
+    let mut rows = info.query([])?;
+    while let Some(row) = rows.next()? {
+        columns.insert(row.get::<_, String>(1)?);
+    }
+    for (column, statements) in MANIFEST_MIGRATION {
+        if !columns.contains(*column) {
+            connection.execute_batch(&format!("BEGIN; {statements} COMMIT;"))?;
+        }
+    }
+    Ok(())
 }
 
 fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
@@ -335,6 +219,25 @@ fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
     }
     for (id, contents) in announced {
         registry.set_contents(&id, contents);
+    }
+    let mut manifests = connection.prepare("SELECT content, signer, length(bytes), orphan_since_ms FROM manifests")?;
+    let mut rows = manifests.query([])?;
+    while let Some(row) = rows.next()? {
+        let content: Vec<u8> = row.get(0)?;
+        let signer: Option<Vec<u8>> = row.get(1)?;
+        let bad = || {
+            corrupt(format!(
+                "manifest {} has a content id or signer that is not 32 bytes",
+                hex::encode(&content)
+            ))
+        };
+        let meta = ManifestMeta {
+            signer: signer.and_then(|key| key.try_into().ok()).ok_or_else(bad)?,
+            size: row.get::<_, i64>(2)? as u64,
+            orphan_since_ms: row.get::<_, Option<i64>>(3)?.map(|ms| ms as u64),
+        };
+        let content = ContentId(content.as_slice().try_into().map_err(|_| bad())?);
+        registry.add_manifest(content, meta);
     }
     Ok(registry)
 }
@@ -458,12 +361,36 @@ impl Store for SqliteStore {
         }))
     }
 
-    async fn put_manifest(&self, content: ContentId, bytes: Bytes) -> Result<(), StoreError> {
+    async fn put_manifest(
+        &self,
+        content: ContentId,
+        signer: [u8; 32],
+        bytes: Bytes,
+        _now_ms: u64,
+    ) -> Result<ManifestPut, StoreError> {
+        let (max_count, max_bytes) = (self.limits.manifests_per_origin, self.limits.manifest_bytes_per_origin);
         self.blocking(move |inner| {
-            lock(&inner.writer)
-                .prepare_cached("INSERT OR REPLACE INTO manifests (content, bytes) VALUES (?1, ?2)")?
-                .execute(params![&content.0[..], &bytes[..]])?;
-            Ok(())
+            let writer = lock(&inner.writer);
+            let usage = inner.read_registry().usage_besides(&signer, &content);
+            let size = bytes.len() as u64;
+            if usage.count + 1 > max_count || usage.bytes.saturating_add(size) > max_bytes {
+                return Ok(ManifestPut::OverQuota {
+                    count: usage.count,
+                    bytes: usage.bytes,
+                });
+            }
+            writer
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO manifests (content, bytes, signer, orphan_since_ms) VALUES (?1, ?2, ?3, NULL)",
+                )?
+                .execute(params![&content.0[..], &bytes[..], &signer[..]])?;
+            let meta = ManifestMeta {
+                signer,
+                size,
+                orphan_since_ms: None,
+            };
+            inner.write_registry().add_manifest(content, meta);
+            Ok(ManifestPut::Stored)
         })
         .await
     }
@@ -526,6 +453,46 @@ impl Store for SqliteStore {
                 registry.remove(id);
             }
             Ok(expired.len() as u64)
+        })
+        .await
+    }
+
+    async fn sweep_manifests(&self, now_ms: u64) -> Result<u64, StoreError> {
+        let (ttl_ms, grace_ms) = (self.ttl_ms, ttl_millis(self.limits.orphan_grace));
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            let changes = inner.read_registry().orphan_changes(now_ms, ttl_ms, grace_ms);
+            if changes.marked.is_empty() && changes.unmarked.is_empty() && changes.deleted.is_empty() {
+                return Ok(0);
+            }
+            let transaction = writer.transaction()?;
+            {
+                let mut mark =
+                    transaction.prepare_cached("UPDATE manifests SET orphan_since_ms = ?1 WHERE content = ?2")?;
+                for content in &changes.marked {
+                    mark.execute(params![now_ms as i64, &content.0[..]])?;
+                }
+                for content in &changes.unmarked {
+                    mark.execute(params![None::<i64>, &content.0[..]])?;
+                }
+                let mut delete = transaction.prepare_cached("DELETE FROM manifests WHERE content = ?1")?;
+                for content in &changes.deleted {
+                    delete.execute([&content.0[..]])?;
+                }
+            }
+            transaction.commit()?;
+            let mut registry = inner.write_registry();
+            for (contents, since) in [(&changes.marked, Some(now_ms)), (&changes.unmarked, None)] {
+                for content in contents {
+                    if let Some(meta) = registry.manifests.get_mut(content) {
+                        meta.orphan_since_ms = since;
+                    }
+                }
+            }
+            for content in &changes.deleted {
+                registry.forget_manifest(content);
+            }
+            Ok(changes.deleted.len() as u64)
         })
         .await
     }
@@ -606,5 +573,33 @@ mod tests {
         store.register(registration("edge", false), 1).await.unwrap();
         assert!(store.lookup(content, 8, 1).await.unwrap().servers.is_empty());
         assert!(store.inner.read_registry().holders.is_empty());
+    }
+
+    #[tokio::test]
+    async fn manifests_of_an_older_file_get_their_signer_from_their_trailer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let mut bytes = vec![1u8; 200];
+        bytes[200 - 96..200 - 64].copy_from_slice(&[9; 32]);
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch("CREATE TABLE manifests (content BLOB PRIMARY KEY NOT NULL, bytes BLOB NOT NULL);")
+                .unwrap();
+            old.execute("INSERT INTO manifests VALUES (?1, ?2)", params![&[5u8; 32][..], &bytes])
+                .unwrap();
+        }
+        let limits = StoreLimits {
+            manifests_per_origin: 1,
+            ..StoreLimits::default()
+        };
+        let store = SqliteStore::open(Some(&path), TTL, limits).unwrap();
+        let other = ContentId([6; 32]);
+        let put = store
+            .put_manifest(other, [9; 32], Bytes::from_static(b"x"), 0)
+            .await
+            .unwrap();
+        assert_eq!(put, ManifestPut::OverQuota { count: 1, bytes: 200 });
+        let got = store.get_manifest(ContentId([5; 32])).await.unwrap().unwrap();
+        assert_eq!(&got[..], &bytes[..]);
     }
 }
