@@ -5,8 +5,10 @@
 //! (or `--server`); one path per server feeds one `pcdn_core::Download`, which verifies every
 //! block against the manifest. The runtime only moves datagrams and time: a receive batch goes
 //! to `handle_datagram`, `handle_timeout` runs at `poll_timeout`, `poll_transmit` is drained
-//! into one send batch, and in-order bytes are `read` into a temporary file next to the output
-//! that is synced and renamed into place when the download is done, and deleted otherwise.
+//! into one send batch, and in-order bytes are `read` into the partial file `OUT.pcdn-partial`
+//! next to the output, which is synced and renamed into place when the download is done. A
+//! partial file left by an interrupted or failed run is checked block by block against the
+//! manifest, and only the blocks that fail are fetched ([`output`]).
 //!
 //! [`prepare`] and [`download`] are the two halves of [`fetch`] for other consumers of the
 //! bytes (`pcdn play`'s gateway): the download hands its verified in-order bytes to any sink.
@@ -14,6 +16,7 @@
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +32,7 @@ use crate::store::content_id_hex;
 use crate::tracker_client::{DeviceInfo, Lookup, TrackerClient};
 
 mod args;
-mod output;
+pub mod output;
 mod report;
 
 pub use args::{FetchArgs, SourceArgs, run_fetch};
@@ -172,11 +175,27 @@ struct PathEntry {
 /// Downloads `config.content` into `config.output`. On success the output holds exactly the
 /// content's bytes, each block verified; on failure nothing is left behind.
 pub async fn fetch(config: FetchConfig) -> Result<FetchReport, FetchError> {
-    let prepared = prepare(&config).await?;
-    let mut output = Output::create(&config.output)?;
-    let report = download(&config, prepared, |bytes| output.write(bytes)).await?;
+    let mut prepared = prepare(&config).await?;
+    let mut output = Output::open(&config.output, prepared.manifest())?;
+    let resumed = output.resumed();
+    let report = if output.missing().is_empty() {
+        report::nothing_to_fetch(&config, prepared.started.elapsed())
+    } else {
+        if resumed > 0 {
+            tracing::info!(
+                resumed,
+                partial = %output.partial_path().display(),
+                "resuming from the verified blocks of the partial file"
+            );
+        }
+        prepared.ranges = output.missing().to_vec();
+        download(&config, prepared, |bytes| output.write(bytes)).await?
+    };
     output.finish()?;
-    Ok(report)
+    Ok(FetchReport {
+        resumed_bytes: resumed,
+        ..report
+    })
 }
 
 /// A download ready to start: its checked manifest, its servers and its scheduler.
@@ -189,6 +208,8 @@ pub struct Prepared {
     factory: Box<dyn pcdn_core::cc::ControllerFactory>,
     seed: u64,
     started: std::time::Instant,
+    /// Block-aligned byte ranges to fetch, ascending; empty: the whole content.
+    ranges: Vec<Range<u64>>,
 }
 
 impl Prepared {
@@ -281,6 +302,7 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
         factory,
         seed,
         started,
+        ranges: Vec::new(),
     })
 }
 
@@ -380,6 +402,7 @@ async fn drive(
         factory,
         seed,
         started: _,
+        ranges,
     } = prepared;
     let factory = &*factory;
     let length = manifest.length;
@@ -415,6 +438,7 @@ async fn drive(
             ),
         }
     }
+    download_config.tasks = ranges;
     download_config.verify = Some(Arc::new(manifest));
     let mut download =
         Download::new(download_config, scheduler).map_err(|e| setup(format!("the manifest's sizes: {e}")))?;

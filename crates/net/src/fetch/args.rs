@@ -15,7 +15,9 @@ use crate::store::parse_content_id;
 pub struct FetchArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// Output file (replaced only once the download is complete and verified).
+    /// Output file (replaced only once the download is complete and verified). Until then
+    /// the bytes go to OUT.pcdn-partial; an interrupted or failed fetch leaves it there if it
+    /// holds a verified block, and the same command resumes from it.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: PathBuf,
     /// Print the report as one JSON object (and no progress bar).
@@ -113,7 +115,35 @@ pub fn run_fetch(args: FetchArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let report = runtime.block_on(fetch(config))?;
+    let partial = super::output::partial_path(&config.output)?;
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            result = fetch(config) => Ok(result),
+            signal = interrupted() => Err(signal),
+        }
+    });
+    // The fetch is dropped: its partial file is closed (kept if it holds a verified block).
+    drop(runtime);
+    let kept = || {
+        if partial.exists() {
+            format!(
+                "; the verified blocks are kept in {}: the same command resumes",
+                partial.display()
+            )
+        } else {
+            String::new()
+        }
+    };
+    let report = match outcome {
+        Ok(Ok(report)) => report,
+        Ok(Err(e)) => anyhow::bail!("{e}{}", kept()),
+        Err(Ok(signal)) => {
+            eprintln!("interrupted by {}{}", signal.name, kept());
+            // The shell's convention for a death by signal (128 + its number).
+            std::process::exit(128 + signal.number);
+        }
+        Err(Err(e)) => return Err(e),
+    };
     if args.json {
         println!(
             "{}",
@@ -123,6 +153,23 @@ pub fn run_fetch(args: FetchArgs) -> anyhow::Result<()> {
         print!("{}", report.to_text());
     }
     Ok(())
+}
+
+/// A signal that asks the fetch to stop.
+struct Signal {
+    name: &'static str,
+    number: i32,
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM.
+async fn interrupted() -> anyhow::Result<Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    Ok(tokio::select! {
+        _ = interrupt.recv() => Signal { name: "SIGINT", number: libc::SIGINT },
+        _ = terminate.recv() => Signal { name: "SIGTERM", number: libc::SIGTERM },
+    })
 }
 
 #[cfg(test)]

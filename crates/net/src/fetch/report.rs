@@ -59,6 +59,9 @@ pub struct FetchReport {
     pub paths: Vec<PathReport>,
     /// Wall time of the whole fetch, lookups included, s.
     pub elapsed_s: f64,
+    /// Bytes of verified blocks taken from the partial file of an earlier run (`bytes` are
+    /// the ones this run fetched).
+    pub resumed_bytes: u64,
 }
 
 pub(super) fn report(config: &FetchConfig, download: &Download, paths: &[PathEntry], bytes: u64) -> FetchReport {
@@ -108,6 +111,32 @@ pub(super) fn report(config: &FetchConfig, download: &Download, paths: &[PathEnt
             .collect(),
         paths: path_reports,
         elapsed_s: 0.0,
+        resumed_bytes: 0,
+    }
+}
+
+/// The report of a fetch whose partial file held every block already: nothing was fetched.
+pub(super) fn nothing_to_fetch(config: &FetchConfig, elapsed: Duration) -> FetchReport {
+    FetchReport {
+        content: content_id_hex(&config.content),
+        output: config.output.clone(),
+        bytes: 0,
+        scheduler: config.scheduler.clone(),
+        cc: pcdn_core::cc::canonical(&config.cc).unwrap_or(&config.cc).to_owned(),
+        goodput_mbps: 0.0,
+        ofo_mean_bytes: 0.0,
+        ofo_max_bytes: 0.0,
+        wait_mean_ms: 0.0,
+        wait_p99_ms: 0.0,
+        completion_s: None,
+        waste: 0.0,
+        request_waste: 0.0,
+        cdn_share: 0.0,
+        blocks_rejected: 0,
+        banned_paths: Vec::new(),
+        paths: Vec::new(),
+        elapsed_s: elapsed.as_secs_f64(),
+        resumed_bytes: 0,
     }
 }
 
@@ -135,6 +164,13 @@ impl FetchReport {
             self.scheduler,
             self.cc
         );
+        if self.resumed_bytes > 0 {
+            let _ = writeln!(
+                out,
+                "resumed: {} bytes of verified blocks were in the partial file already",
+                self.resumed_bytes
+            );
+        }
         let _ = writeln!(
             out,
             "goodput {:.2} Mbit/s, completion {}",
@@ -212,6 +248,7 @@ mod tests {
             banned_paths: Vec::new(),
             paths: Vec::new(),
             elapsed_s: 7.0,
+            resumed_bytes: 0,
         }
     }
 
