@@ -13,9 +13,9 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
 use axum::body::{Body, Bytes};
@@ -70,6 +70,7 @@ impl ContentBuffer {
                 video,
                 file: reader,
                 progress: watcher,
+                held: Arc::default(),
             }),
         };
         Ok((ContentBuffer { file, progress, length }, content))
@@ -112,6 +113,64 @@ struct Inner {
     video: Option<VideoInfo>,
     file: std::fs::File,
     progress: watch::Receiver<Progress>,
+    /// What the gateway's readers hold, for `/status` and the tests that check it is freed.
+    held: Arc<Held>,
+}
+
+/// What the response bodies hold: the bodies alive, and the bytes of their chunks that are
+/// read from the file and not yet written to a socket (hyper's queue holds them meanwhile).
+#[derive(Debug, Default)]
+struct Held {
+    bodies: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// One body's share of [`Held`], given back when hyper drops the body (the response is done
+/// or its connection is gone).
+struct BodyGuard(Arc<Held>);
+
+impl BodyGuard {
+    fn new(held: &Arc<Held>) -> BodyGuard {
+        held.bodies.fetch_add(1, Ordering::Relaxed);
+        BodyGuard(held.clone())
+    }
+}
+
+impl Drop for BodyGuard {
+    fn drop(&mut self) {
+        self.0.bodies.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A chunk's bytes, counted in [`Held`] until the chunk is dropped: a read-only mapping of the
+/// buffer file, so a reader's queued chunks are the file's cached pages (shared by every reader
+/// of the same bytes), not heap the allocator keeps after the reader leaves, and unmapping on
+/// drop gives them back.
+struct CountedChunk {
+    data: memmap2::Mmap,
+    held: Arc<Held>,
+}
+
+impl CountedChunk {
+    fn new(data: memmap2::Mmap, held: &Arc<Held>) -> CountedChunk {
+        held.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        CountedChunk {
+            data,
+            held: held.clone(),
+        }
+    }
+}
+
+impl AsRef<[u8]> for CountedChunk {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for CountedChunk {
+    fn drop(&mut self) {
+        self.held.bytes.fetch_sub(self.data.len() as u64, Ordering::Relaxed);
+    }
 }
 
 /// The reading end: what the gateway serves (cheap to clone).
@@ -160,21 +219,27 @@ impl GatewayContent {
     /// The bytes `range` of the content as a body stream: each chunk is sent once the download
     /// has delivered it.
     fn stream(&self, range: Range<u64>) -> Body {
-        let state = (self.clone(), range.start, range.end);
-        let stream = futures_util::stream::unfold(state, |(content, at, end)| async move {
+        let guard = BodyGuard::new(&self.inner.held);
+        let state = (self.clone(), range.start, range.end, guard);
+        let stream = futures_util::stream::unfold(state, |(content, at, end, guard)| async move {
             if at >= end {
                 return None;
             }
             let delivered = match content.wait_for(at + 1).await {
                 Ok(delivered) => delivered,
-                Err(why) => return Some((Err(std::io::Error::other(why)), (content, end, end))),
+                Err(why) => return Some((Err(std::io::Error::other(why)), (content, end, end, guard))),
             };
             let len = (delivered.min(end) - at).min(BODY_CHUNK) as usize;
-            let mut chunk = vec![0u8; len];
-            let read = content.inner.file.read_exact_at(&mut chunk, at);
-            match read {
-                Ok(()) => Some((Ok(Bytes::from(chunk)), (content, at + len as u64, end))),
-                Err(e) => Some((Err(e), (content, end, end))),
+            // SAFETY: the mapping covers delivered bytes of this gateway's own anonymous file,
+            // which are never written again, and the file never shrinks: the mapped bytes
+            // cannot change or vanish (no SIGBUS) while a chunk lives.
+            let map = unsafe { memmap2::MmapOptions::new().offset(at).len(len).map(&content.inner.file) };
+            match map {
+                Ok(map) => {
+                    let chunk = Bytes::from_owner(CountedChunk::new(map, &content.inner.held));
+                    Some((Ok(chunk), (content, at + len as u64, end, guard)))
+                }
+                Err(e) => Some((Err(e), (content, end, end, guard))),
             }
         });
         Body::from_stream(stream)
@@ -370,6 +435,10 @@ struct Status {
     failed: Option<String>,
     video: Option<VideoInfo>,
     media: String,
+    /// Response bodies alive (readers being served or waiting for bytes).
+    readers: u64,
+    /// Bytes read for readers and not yet written to their sockets.
+    reader_buffered_bytes: u64,
 }
 
 async fn status(State(content): State<GatewayContent>) -> Response {
@@ -382,6 +451,8 @@ async fn status(State(content): State<GatewayContent>) -> Response {
         failed: progress.failed,
         video: content.inner.video.clone(),
         media: content.media_path(),
+        readers: content.inner.held.bodies.load(Ordering::Relaxed),
+        reader_buffered_bytes: content.inner.held.bytes.load(Ordering::Relaxed),
     };
     axum::Json(status).into_response()
 }
