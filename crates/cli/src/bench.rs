@@ -1,5 +1,6 @@
 //! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
 
+mod soak;
 mod video;
 
 use anyhow::bail;
@@ -22,6 +23,9 @@ enum Target {
     /// A real video delivered in the simulator: frames on time and PSNR per scheduler (needs
     /// ffmpeg; about a minute on 2 cores with the defaults, progress on stderr).
     Video(video::VideoArgs),
+    /// The delivery stack under every flood of issue 40: legitimate fetches' times against a
+    /// quiet run, each process's memory and descriptors, every file byte-identical.
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Args, Debug)]
@@ -58,6 +62,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
         Target::Core(args) => core(&args),
         Target::Video(args) => video::run(args),
+        Target::Soak(args) => soak::run(args),
     }
 }
 
