@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tracker lookups per second under wrk (docs/benchmarks.md): a release `pcdn tracker` on
-# SQLite (or --redis: on a local redis-server), DEVICES edges and an origin announcing one
-# content, then wrk against the lookup route. Installs wrk (and redis-server) if missing.
+# SQLite (or --redis: on a local redis-server), DEVICES edges announcing one content and one
+# more edge announcing another, then wrk against the first content's lookup route, and then
+# against the second's while another wrk looks up the first. Installs wrk (and redis-server)
+# if missing. PCDN=path/to/pcdn uses that binary instead of building one.
 #
 #   scripts/bench-tracker.sh [--redis] [DEVICES] [SECONDS] [CONNECTIONS]
 set -euo pipefail
@@ -25,8 +27,10 @@ apt_install() {
 command -v wrk >/dev/null || apt_install wrk
 [[ $store == redis ]] && { command -v redis-server >/dev/null || apt_install redis-server; }
 
-cargo build --release --locked -p pcdn-cli
-pcdn=${CARGO_TARGET_DIR:-target}/release/pcdn
+if [[ -z "${PCDN:-}" ]]; then
+	cargo build --release --locked -p pcdn-cli
+fi
+pcdn=${PCDN:-${CARGO_TARGET_DIR:-target}/release/pcdn}
 
 work=$(mktemp -d)
 pids=()
@@ -50,22 +54,23 @@ else
 fi
 port=$(free_port)
 url="http://127.0.0.1:$port"
-RUST_LOG=warn "$pcdn" tracker --listen "127.0.0.1:$port" --store "$store_url" --secret-file "$work/SECRET" --ttl 600 &
+RUST_LOG=warn "$pcdn" tracker --listen "127.0.0.1:$port" --store "$store_url" --secret-file "$work/SECRET" --ttl 7200 &
 pids+=($!)
 for _ in $(seq 100); do curl -fs "$url/health" >/dev/null && break; sleep 0.1; done
 
-auth="Authorization: Bearer bench-tracker-secret"
 cid=$(printf 'pcdn bench content' | sha256sum | cut -c1-64)
-for i in $(seq "$devices"); do
-	curl -fs -H "$auth" -H 'content-type: application/json' -X POST "$url/v1/devices" \
-		-d "{\"id\":\"edge-$i\",\"addr\":\"127.0.0.1:$((20000 + i))\",\"origin\":false,\"upload_capacity_bps\":$((1000000 * i))}" >/dev/null
-	curl -fs -H "$auth" -H 'content-type: application/json' -X POST "$url/v1/devices/edge-$i/heartbeat" \
-		-d "{\"sessions\":$((i % 7)),\"upload_bps\":$((300000 * (i % 5))),\"healthy\":true}" >/dev/null
-	curl -fs -H "$auth" -H 'content-type: application/json' -X PUT "$url/v1/devices/edge-$i/contents" \
-		-d "{\"contents\":[\"$cid\"]}" >/dev/null
-done
-echo "store: $store_url; $devices devices announce $cid"
+small=$(printf 'pcdn bench small content' | sha256sum | cut -c1-64)
+python3 scripts/tracker-load.py "$url" bench-tracker-secret "$devices" "$cid"
+python3 scripts/tracker-load.py "$url" bench-tracker-secret 1 "$small" --prefix lonely --threads 1
+echo "store: $store_url; $devices devices announce $cid, one announces $small"
 echo "one lookup: $(curl -fs "$url/v1/contents/$cid/servers?n=8" | head -c 200)..."
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "+ wrk -t2 -c$connections -d${seconds}s --latency $url/v1/contents/$cid/servers?n=8"
 wrk -t2 -c"$connections" -d"${seconds}s" --latency "$url/v1/contents/$cid/servers?n=8"
+echo "+ wrk -t2 -c$connections -d${seconds}s --latency .../$small/servers?n=8 (alone)"
+wrk -t2 -c"$connections" -d"${seconds}s" --latency "$url/v1/contents/$small/servers?n=8"
+echo "+ wrk -t1 -c$connections -d${seconds}s --latency .../$small/servers?n=8, while wrk -t1 -c$connections looks up $cid"
+wrk -t1 -c"$connections" -d"${seconds}s" "$url/v1/contents/$cid/servers?n=8" >/dev/null &
+pids+=($!)
+wrk -t1 -c"$connections" -d"${seconds}s" --latency "$url/v1/contents/$small/servers?n=8"
+wait "${pids[-1]}" || true

@@ -165,6 +165,11 @@ async fn lookups_are_bounded_whatever_the_holders_and_origins(store: StoreUrl) {
     // whatever the 2,000 holders and 2,000 origins; the same for the big and the small content.
     let per_big = records_per_lookup(&api, &format!("/v1/contents/{big}/servers?n=8"), 50).await;
     let per_small = records_per_lookup(&api, &format!("/v1/contents/{small}/servers?n=8"), 50).await;
+    eprintln!(
+        "{HOLDERS} holders, {ORIGINS} origins: {per_big} records per lookup (n=8), {per_small} for a content of \
+         one holder; {} bytes answer n=1",
+        answer.bytes.len()
+    );
     assert!(per_big <= 12.0, "a lookup of the big content read {per_big} records");
     assert!(
         per_small <= 5.0,
