@@ -602,4 +602,32 @@ mod tests {
         let got = store.get_manifest(ContentId([5; 32])).await.unwrap().unwrap();
         assert_eq!(&got[..], &bytes[..]);
     }
+
+    #[tokio::test]
+    async fn a_lookup_reads_at_most_n_plus_the_slack_past_expired_holders() {
+        let store = SqliteStore::open(None, TTL, StoreLimits::default()).unwrap();
+        let content = ContentId([1; 32]);
+        // 500 holders heard from at 0 and ranked first (more capacity), 3 heard from later.
+        for i in 0..503u64 {
+            let mut edge = registration(&format!("edge-{i}"), false);
+            edge.upload_capacity_bps = if i < 500 { 1_000_000 + i } else { i };
+            let heard = if i < 500 { 0 } else { 20_000 };
+            store.register(edge, heard).await.unwrap();
+            store
+                .announce(&format!("edge-{i}"), vec![content], heard)
+                .await
+                .unwrap();
+        }
+        let found = store.lookup(content, 8, 1_000).await.unwrap();
+        assert_eq!(found.servers.len(), 8);
+        assert_eq!(found.records_read, 8);
+        // At 30 s the first 500 expired but are not swept yet: the lookup reads 8 + 64 of them,
+        // not 500, and finds none; after the sweep it finds the 3 live ones.
+        let found = store.lookup(content, 8, 30_000).await.unwrap();
+        assert_eq!((found.servers.len(), found.records_read), (0, 72));
+        assert_eq!(store.sweep(30_000).await.unwrap(), 500);
+        let found = store.lookup(content, 8, 30_000).await.unwrap();
+        assert_eq!(ids(&found.servers), ["edge-502", "edge-501", "edge-500"]);
+        assert_eq!(found.records_read, 3);
+    }
 }
