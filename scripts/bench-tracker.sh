@@ -54,7 +54,8 @@ else
 fi
 port=$(free_port)
 url="http://127.0.0.1:$port"
-RUST_LOG=warn "$pcdn" tracker --listen "127.0.0.1:$port" --store "$store_url" --secret-file "$work/SECRET" --ttl 7200 &
+RUST_LOG=warn "$pcdn" tracker --listen "127.0.0.1:$port" --store "$store_url" --secret-file "$work/SECRET" --ttl 7200 \
+	--lookup-rate 0 --write-rate 0 & # one source registers every device and floods: measure the store, not the limits
 pids+=($!)
 for _ in $(seq 100); do curl -fs "$url/health" >/dev/null && break; sleep 0.1; done
 

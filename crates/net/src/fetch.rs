@@ -54,6 +54,8 @@ pub struct FetchConfig {
     pub output: PathBuf,
     /// Tracker base URL. Needed unless both `manifest` and the servers are given.
     pub tracker: Option<String>,
+    /// PEM file of the CA that signed an https tracker's certificate; `None`: the system's roots.
+    pub tracker_ca: Option<PathBuf>,
     /// The signed manifest's bytes; `None`: asked from the tracker.
     pub manifest: Option<Vec<u8>>,
     /// Edge servers to use instead of the tracker's (`--server`); `None`: the tracker's.
@@ -90,6 +92,7 @@ impl FetchConfig {
             content,
             output: output.into(),
             tracker: None,
+            tracker_ca: None,
             manifest: None,
             edges: None,
             origins: Vec::new(),
@@ -231,7 +234,13 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
     let id = config.content;
     let id_hex = content_id_hex(&id);
     let tracker = match &config.tracker {
-        Some(url) => Some(TrackerClient::new(url, None)?),
+        Some(url) => {
+            let client = TrackerClient::new(url, None)?;
+            Some(match &config.tracker_ca {
+                Some(ca) => client.with_tracker_ca(ca)?,
+                None => client,
+            })
+        }
         None => None,
     };
     if tracker.is_none() && config.manifest.is_none() {

@@ -57,6 +57,8 @@ pub struct ServerConfig {
     pub advertise: Option<SocketAddr>,
     /// `None`: serve without a tracker.
     pub tracker: Option<TrackerSettings>,
+    /// PEM file of the CA that signed an https tracker's certificate; `None`: the system's roots.
+    pub tracker_ca: Option<PathBuf>,
     /// This device is the CDN origin: its manifests are authoritative, and it serves everything.
     pub origin: bool,
     /// Upload cap in bit/s (whole datagrams); `None`: unlimited.
@@ -78,6 +80,7 @@ impl ServerConfig {
             listen,
             advertise: None,
             tracker: None,
+            tracker_ca: None,
             origin: false,
             upload_limit_bps: None,
             default_capacity_bps: 100_000_000,
@@ -203,7 +206,13 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         .unwrap_or_else(|| default_device_id(config.origin, advertise));
     check_device_id(&id)?;
     let tracker = match &config.tracker {
-        Some(t) => Some(TrackerClient::new(&t.url, Some(t.secret.clone()))?),
+        Some(t) => {
+            let client = TrackerClient::new(&t.url, Some(t.secret.clone()))?;
+            Some(match &config.tracker_ca {
+                Some(ca) => client.with_tracker_ca(ca)?,
+                None => client,
+            })
+        }
         None => None,
     };
 
@@ -571,6 +580,9 @@ pub struct ServerArgs {
     /// File holding the tracker's shared secret (trimmed).
     #[arg(long, value_name = "FILE")]
     pub secret_file: Option<PathBuf>,
+    /// CA certificate(s) (PEM) to verify an https:// tracker with, instead of the system's roots.
+    #[arg(long, value_name = "FILE", requires = "tracker")]
+    pub tracker_ca: Option<PathBuf>,
     /// This device is the CDN origin: it publishes the store's manifests to the tracker.
     #[arg(long)]
     pub origin: bool,
@@ -654,6 +666,7 @@ impl ServerArgs {
             listen: self.listen,
             advertise: self.advertise,
             tracker,
+            tracker_ca: self.tracker_ca.clone(),
             origin: self.origin,
             upload_limit_bps: self.upload_limit,
             default_capacity_bps: self.capacity,

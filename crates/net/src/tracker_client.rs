@@ -20,6 +20,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub enum TrackerError {
     #[error("tracker URL \"{url}\": {why}")]
     BadUrl { url: String, why: String },
+    #[error("tracker CA file {path}: {why}")]
+    BadCa { path: String, why: String },
     #[error("{method} {url}: {detail}")]
     Transport {
         method: &'static str,
@@ -163,8 +165,10 @@ impl std::fmt::Debug for TrackerClient {
 }
 
 impl TrackerClient {
-    /// A client of the tracker at `url` (`http://host:port`, optionally with a path prefix).
-    /// `secret` authenticates the device-side endpoints; clients' lookups need none.
+    /// A client of the tracker at `url` (`http://host:port` or `https://host:port`, optionally
+    /// with a path prefix). `secret` authenticates the device-side endpoints; clients' lookups
+    /// need none. An https tracker is verified against the system's root certificates (see
+    /// `with_tracker_ca`).
     pub fn new(url: &str, secret: Option<String>) -> Result<TrackerClient, TrackerError> {
         let bad = |why: String| TrackerError::BadUrl {
             url: url.to_owned(),
@@ -172,23 +176,42 @@ impl TrackerClient {
         };
         let parsed = reqwest::Url::parse(url).map_err(|e| bad(format!("{e}; expected e.g. http://127.0.0.1:7800")))?;
         match parsed.scheme() {
-            "http" => {}
-            "https" => return Err(bad("https is not supported by this build; use http".to_owned())),
-            other => return Err(bad(format!("scheme \"{other}\" is not http"))),
+            "http" | "https" => {}
+            other => return Err(bad(format!("scheme \"{other}\" is neither http nor https"))),
         }
         if parsed.host_str().is_none() {
             return Err(bad("no host".to_owned()));
         }
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
+        let http = http_client(None).map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
         Ok(TrackerClient {
             base: url.trim_end_matches('/').to_owned(),
             secret,
             http,
         })
+    }
+
+    /// Trusts only the CA certificates of the PEM file `ca` for the tracker's HTTPS certificate,
+    /// instead of the system's roots (a private CA). Errors name the file; an http:// tracker
+    /// with a CA is refused, since the CA would protect nothing.
+    pub fn with_tracker_ca(mut self, ca: &Path) -> Result<TrackerClient, TrackerError> {
+        let bad = |why: String| TrackerError::BadCa {
+            path: ca.display().to_string(),
+            why,
+        };
+        if !self.base.starts_with("https://") {
+            return Err(bad(format!(
+                "a CA is for https:// trackers, but the tracker URL is {}",
+                self.base
+            )));
+        }
+        let pem = std::fs::read(ca).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(format!("not PEM certificates: {e}")))?;
+        if certs.is_empty() {
+            return Err(bad("holds no PEM CERTIFICATE block".to_owned()));
+        }
+        self.http = http_client(Some(certs)).map_err(|e| bad(format!("cannot build an HTTP client with it: {e}")))?;
+        Ok(self)
     }
 
     /// The tracker's base URL.
@@ -307,6 +330,18 @@ impl TrackerClient {
     }
 }
 
+/// The HTTP client of the tracker: HTTPS through rustls, verified against `roots` only, or
+/// against the system's roots when `None`.
+fn http_client(roots: Option<Vec<reqwest::Certificate>>) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT);
+    if let Some(roots) = roots {
+        builder = builder.tls_certs_only(roots);
+    }
+    builder.build()
+}
+
 fn transport(method: &'static str, url: &str, e: &reqwest::Error) -> TrackerError {
     // reqwest's own message is generic ("error sending request"); the cause says what happened.
     let mut detail = e.to_string();
@@ -318,6 +353,17 @@ fn transport(method: &'static str, url: &str, e: &reqwest::Error) -> TrackerErro
     }
     if e.is_timeout() {
         detail.push_str(" (timed out)");
+    }
+    if url.starts_with("https://") {
+        if detail.contains("not valid for name") {
+            detail.push_str(" (the tracker's certificate does not name this host: use a name it lists in the URL)");
+        } else if detail.contains("certificate") {
+            detail.push_str(
+                " (the tracker's certificate is not signed by a trusted CA: pass --tracker-ca FILE with the CA that signed it)",
+            );
+        } else if detail.contains("InvalidContentType") || detail.contains("corrupt message") {
+            detail.push_str(" (the tracker does not speak TLS here: is it an http:// URL?)");
+        }
     }
     TrackerError::Transport {
         method,
@@ -346,8 +392,9 @@ mod tests {
     #[test]
     fn urls_are_checked() {
         assert!(TrackerClient::new("http://127.0.0.1:7800", None).is_ok());
-        let e = TrackerClient::new("https://tracker.invalid", None).unwrap_err();
-        assert!(e.to_string().contains("https is not supported"), "{e}");
+        assert!(TrackerClient::new("https://tracker.invalid", None).is_ok());
+        let e = TrackerClient::new("ftp://tracker.invalid", None).unwrap_err();
+        assert!(e.to_string().contains("neither http nor https"), "{e}");
         let e = TrackerClient::new("127.0.0.1:7800", None).unwrap_err();
         assert!(e.to_string().contains("127.0.0.1:7800"), "{e}");
     }

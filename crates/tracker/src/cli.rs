@@ -1,6 +1,6 @@
 //! The `pcdn tracker` command line: its arguments and the blocking entry point.
 
-use crate::{StoreLimits, StoreUrl, TrackerConfig, serve};
+use crate::{HttpLimits, Rate, RateLimits, StoreLimits, StoreUrl, TlsFiles, TrackerConfig, serve};
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,37 @@ pub struct TrackerArgs {
     /// Seconds a manifest no live device holds, whose origin is gone, is kept before deletion.
     #[arg(long, value_name = "SECS", default_value_t = StoreLimits::default().orphan_grace.as_secs())]
     pub orphan_grace: u64,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Most connections open at once; a new one beyond it closes the oldest (lowered to fit
+    /// the open-file limit).
+    #[arg(long, value_name = "N", default_value_t = HttpLimits::default().max_connections as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// Seconds a connection has to send a complete request header after it opens or after its
+    /// previous answer (slow and idle connections are closed).
+    #[arg(long, value_name = "SECS", default_value_t = HttpLimits::default().header_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// Seconds to let connections finish on SIGINT/SIGTERM before closing them.
+    #[arg(long, value_name = "SECS", default_value_t = HttpLimits::default().shutdown_deadline.as_secs())]
+    pub shutdown_deadline: u64,
+    /// Lookups (GET on /v1) per second allowed from one source address (IPv6: one /64); 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = RateLimits::default().lookups.per_second)]
+    pub lookup_rate: u32,
+    /// Lookups one source may send at once before --lookup-rate applies.
+    #[arg(long, value_name = "N", default_value_t = RateLimits::default().lookups.burst)]
+    pub lookup_burst: u32,
+    /// Device requests (other methods on /v1) per second allowed from one source; 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = RateLimits::default().writes.per_second)]
+    pub write_rate: u32,
+    /// Device requests one source may send at once before --write-rate applies.
+    #[arg(long, value_name = "N", default_value_t = RateLimits::default().writes.burst)]
+    pub write_burst: u32,
 }
 
 fn parse_positive(text: &str) -> Result<usize, String> {
@@ -72,6 +103,22 @@ impl TrackerArgs {
                 self.ttl
             );
         }
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            _ => bail!("--tls-cert and --tls-key go together"),
+        };
+        let rate = |name: &str, per_second: u32, burst: u32| -> anyhow::Result<Rate> {
+            if per_second > 0 && burst == 0 {
+                bail!(
+                    "--{name}-burst 0 with --{name}-rate {per_second}: the burst must be at least 1 (or the rate 0 for no limit)"
+                );
+            }
+            Ok(Rate { per_second, burst })
+        };
         Ok(TrackerConfig {
             listen: self.listen,
             store: self.store.clone(),
@@ -85,6 +132,17 @@ impl TrackerArgs {
                 manifest_bytes_per_origin: self.manifest_bytes_per_origin,
                 orphan_grace: Duration::from_secs(self.orphan_grace),
                 ..StoreLimits::default()
+            },
+            tls,
+            http: HttpLimits {
+                max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+                header_timeout: Duration::from_secs(self.header_timeout),
+                shutdown_deadline: Duration::from_secs(self.shutdown_deadline),
+            },
+            rate_limits: RateLimits {
+                lookups: rate("lookup", self.lookup_rate, self.lookup_burst)?,
+                writes: rate("write", self.write_rate, self.write_burst)?,
+                ..RateLimits::default()
             },
         })
     }
@@ -102,6 +160,7 @@ pub fn run(args: TrackerArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+    crate::raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

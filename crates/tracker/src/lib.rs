@@ -21,9 +21,15 @@ mod extract;
 mod metrics;
 mod model;
 mod openapi;
+mod ratelimit;
+mod server;
 mod store;
+mod tls;
 
 pub use cli::{TrackerArgs, read_secret_file, run};
+pub use ratelimit::{Rate, RateLimits};
+pub use server::{HttpLimits, raise_fd_limit};
+pub use tls::TlsFiles;
 
 use anyhow::{Context, bail};
 use api::AppState;
@@ -141,6 +147,12 @@ pub struct TrackerConfig {
     pub heartbeat: Duration,
     /// Bounds on the registry and on lookups.
     pub limits: StoreLimits,
+    /// Serve HTTPS with this certificate and key; `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// Connection cap and timeouts.
+    pub http: HttpLimits,
+    /// Per-source request rate limits.
+    pub rate_limits: RateLimits,
 }
 
 impl fmt::Debug for TrackerConfig {
@@ -152,6 +164,9 @@ impl fmt::Debug for TrackerConfig {
             .field("ttl", &self.ttl)
             .field("heartbeat", &self.heartbeat)
             .field("limits", &self.limits)
+            .field("tls", &self.tls)
+            .field("http", &self.http)
+            .field("rate_limits", &self.rate_limits)
             .finish()
     }
 }
@@ -162,7 +177,8 @@ impl TrackerConfig {
     /// Default heartbeat interval: 10 s.
     pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 
-    /// A configuration with the default ttl and heartbeat interval.
+    /// A configuration with the default ttl and heartbeat interval, plain HTTP, and the default
+    /// connection limits and rate limits.
     pub fn new(listen: SocketAddr, store: StoreUrl, secret: String) -> TrackerConfig {
         TrackerConfig {
             listen,
@@ -171,6 +187,9 @@ impl TrackerConfig {
             ttl: Self::DEFAULT_TTL,
             heartbeat: Self::DEFAULT_HEARTBEAT,
             limits: StoreLimits::default(),
+            tls: None,
+            http: HttpLimits::default(),
+            rate_limits: RateLimits::default(),
         }
     }
 
@@ -191,6 +210,8 @@ impl TrackerConfig {
         if self.limits.max_origins == 0 {
             bail!("max_origins is 0: a lookup must be able to list at least one origin");
         }
+        self.http.validate()?;
+        self.rate_limits.validate()?;
         Ok(())
     }
 }
@@ -214,8 +235,9 @@ impl RunningTracker {
         self.store_kind
     }
 
-    /// Stops accepting requests, lets the ones in flight finish, closes the store and returns
-    /// once all of that is done (so a restart on the same SQLite file sees every write).
+    /// Stops accepting requests, lets the ones in flight finish (connections still open after
+    /// `HttpLimits::shutdown_deadline` are closed), closes the store and returns once all of
+    /// that is done (so a restart on the same SQLite file sees every write).
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let _ = self.stop.send(true);
         self.join().await
@@ -238,11 +260,13 @@ impl Drop for RunningTracker {
 /// Binds the listen address, opens the store and starts serving in the background.
 pub async fn bind(config: TrackerConfig) -> anyhow::Result<RunningTracker> {
     config.validate()?;
+    let tls = server::tls_acceptor(config.tls.as_ref())?;
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("tracker cannot listen on {}", config.listen))?;
     let local_addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
+    let config_tls = tls.is_some();
     let (store_kind, task) = match &config.store {
         StoreUrl::Sqlite(path) => {
             let path = path.clone();
@@ -252,20 +276,27 @@ pub async fn bind(config: TrackerConfig) -> anyhow::Result<RunningTracker> {
                     .with_context(|| format!("cannot open the SQLite store {}", path.display()))
             })
             .await??;
-            ("sqlite", tokio::spawn(run_server(listener, store, config, stopped)))
+            (
+                "sqlite",
+                tokio::spawn(run_server(listener, tls, store, config, stopped)),
+            )
         }
         StoreUrl::SqliteMemory => {
             let store = SqliteStore::open(None, config.ttl, config.limits.clone())?;
-            ("sqlite", tokio::spawn(run_server(listener, store, config, stopped)))
+            (
+                "sqlite",
+                tokio::spawn(run_server(listener, tls, store, config, stopped)),
+            )
         }
         StoreUrl::Redis(url) => {
             let store = RedisStore::connect(url, config.ttl, config.limits.clone())
                 .await
                 .with_context(|| format!("cannot reach the Redis store {url}"))?;
-            ("redis", tokio::spawn(run_server(listener, store, config, stopped)))
+            ("redis", tokio::spawn(run_server(listener, tls, store, config, stopped)))
         }
     };
-    tracing::info!(addr = %local_addr, store = %store_kind, "pcdn tracker listening");
+    let scheme = if config_tls { "https" } else { "http" };
+    tracing::info!(url = %format!("{scheme}://{local_addr}"), store = %store_kind, "pcdn tracker listening");
     Ok(RunningTracker {
         local_addr,
         store_kind,
@@ -296,9 +327,10 @@ fn sweep_interval(ttl: Duration) -> Duration {
 
 async fn run_server<S: Store>(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     store: S,
     config: TrackerConfig,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let state = Arc::new(AppState {
         store,
@@ -309,17 +341,32 @@ async fn run_server<S: Store>(
         limits: config.limits.clone(),
     });
     let sweeper = tokio::spawn(sweep_forever(Arc::clone(&state), sweep_interval(config.ttl)));
-    let served = axum::serve(listener, api::router(Arc::clone(&state)))
-        .with_graceful_shutdown(async move {
-            // An error means the sender is gone: the RunningTracker was dropped, so stop too.
-            let _ = stopped.wait_for(|stop| *stop).await;
-        })
-        .await;
+    let limiter = Arc::new(ratelimit::RateLimiter::new(
+        config.rate_limits,
+        state.metrics.refusals(),
+    ));
+    let router = api::router(Arc::clone(&state)).layer(axum::middleware::from_fn_with_state(limiter, ratelimit::limit));
+    let max_connections = server::effective_max_connections(&config.http);
+    if max_connections < config.http.max_connections {
+        tracing::warn!(
+            max_connections,
+            configured = config.http.max_connections,
+            "the open-file limit lowers the connection cap"
+        );
+    }
+    let front = server::Front {
+        router,
+        tls,
+        limits: config.http.clone(),
+        max_connections,
+        metrics: state.metrics.connections(),
+    };
+    server::serve(listener, front, stopped).await;
     sweeper.abort();
     let _ = sweeper.await;
     drop(state);
     tracing::info!("pcdn tracker stopped");
-    served.context("tracker HTTP server failed")
+    Ok(())
 }
 
 async fn sweep_forever<S: Store>(state: Arc<AppState<S>>, interval: Duration) {

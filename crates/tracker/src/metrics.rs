@@ -8,6 +8,70 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::time::Duration;
 
+/// The `method` label: the standard methods (RFC 9110 §9, and PATCH, RFC 5789) as sent, any other
+/// as `other`, so that made-up methods cannot grow the label sets without bound.
+fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        "OPTIONS" => "OPTIONS",
+        "TRACE" => "TRACE",
+        "PATCH" => "PATCH",
+        _ => "other",
+    }
+}
+
+/// Connection counts, shared by the accept loop and every connection task.
+#[derive(Clone, Default)]
+pub(crate) struct ConnectionMetrics {
+    open: Gauge,
+    evicted: Counter,
+}
+
+impl ConnectionMetrics {
+    pub fn opened(&self) {
+        self.open.inc();
+    }
+
+    pub fn closed(&self) {
+        self.open.dec();
+    }
+
+    pub fn evicted(&self) {
+        self.evicted.inc();
+    }
+}
+
+/// Counts the requests the rate limits refuse (in both the class counter and the requests one).
+#[derive(Clone)]
+pub(crate) struct Refusals {
+    requests: Family<RequestLabels, Counter>,
+    rate_limited: Family<LimitedLabels, Counter>,
+}
+
+impl Refusals {
+    pub fn count(&self, class: &'static str, route: &str, method: &str) {
+        self.rate_limited.get_or_create(&LimitedLabels { class }).inc();
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.to_owned(),
+                method: method_label(method),
+                status: 429,
+            })
+            .inc();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitedLabels {
+    /// `lookup` or `write` (`ratelimit::Class`).
+    class: &'static str,
+}
+
 /// The content type of `encode`'s output.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -15,7 +79,8 @@ pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0
 struct RequestLabels {
     /// The route's path template (`/v1/devices/{id}/heartbeat`), or `unmatched`.
     route: String,
-    method: String,
+    /// A standard method, or `other` (`method_label`).
+    method: &'static str,
     status: u16,
 }
 
@@ -28,6 +93,8 @@ pub(crate) struct Metrics {
     live_devices: Gauge,
     registrations: Counter,
     expirations: Counter,
+    connections: ConnectionMetrics,
+    rate_limited: Family<LimitedLabels, Counter>,
 }
 
 impl Metrics {
@@ -67,6 +134,19 @@ impl Metrics {
             "devices deleted because their ttl ran out without a heartbeat",
             expirations.clone(),
         );
+        let connections = ConnectionMetrics::default();
+        registry.register("connections", "HTTP connections open", connections.open.clone());
+        registry.register(
+            "connections_evicted",
+            "connections closed to admit a new one at the connection cap (or when out of file descriptors)",
+            connections.evicted.clone(),
+        );
+        let rate_limited = Family::<LimitedLabels, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "requests refused with 429 by the per-source rate limits, by class (lookup or write)",
+            rate_limited.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -75,6 +155,8 @@ impl Metrics {
             live_devices,
             registrations,
             expirations,
+            connections,
+            rate_limited,
         }
     }
 
@@ -82,10 +164,23 @@ impl Metrics {
         self.requests
             .get_or_create(&RequestLabels {
                 route: route.to_owned(),
-                method: method.to_owned(),
+                method: method_label(method),
                 status,
             })
             .inc();
+    }
+
+    /// The connection counters the HTTP front updates.
+    pub fn connections(&self) -> ConnectionMetrics {
+        self.connections.clone()
+    }
+
+    /// Where the rate limits count what they refuse.
+    pub fn refusals(&self) -> Refusals {
+        Refusals {
+            requests: self.requests.clone(),
+            rate_limited: self.rate_limited.clone(),
+        }
     }
 
     pub fn observe_lookup(&self, elapsed: Duration, records_read: usize) {

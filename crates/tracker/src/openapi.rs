@@ -301,10 +301,29 @@ pub(crate) fn document() -> Value {
     })
 }
 
+/// Adds the per-source rate limits' 429 answer (`ratelimit`) to every `/v1` operation.
+fn with_rate_limits(mut document: Value) -> Value {
+    let limited = json!({
+        "description": "rate_limited: too many requests from this source address; retry after `Retry-After` seconds",
+        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    });
+    if let Some(paths) = document["paths"].as_object_mut() {
+        for (_, item) in paths.iter_mut().filter(|(path, _)| path.starts_with("/v1/")) {
+            for operation in item.as_object_mut().into_iter().flat_map(|item| item.values_mut()) {
+                if let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) {
+                    responses.insert("429".to_owned(), limited.clone());
+                }
+            }
+        }
+    }
+    document
+}
+
 /// The document's text, built once.
 pub(crate) fn document_text() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
-    TEXT.get_or_init(|| document().to_string())
+    TEXT.get_or_init(|| with_rate_limits(document()).to_string())
 }
 
 #[cfg(test)]
@@ -336,6 +355,20 @@ mod tests {
     }
 
     #[test]
+    fn every_v1_operation_documents_429() {
+        let document: Value = serde_json::from_str(document_text()).unwrap();
+        let mut operations = 0;
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let has_429 = operation.pointer("/responses/429").is_some();
+                assert_eq!(has_429, path.starts_with("/v1/"), "{method} {path}");
+                operations += 1;
+            }
+        }
+        assert!(operations > 5);
+    }
+
+    #[test]
     fn every_reference_resolves() {
         fn refs(value: &Value, found: &mut Vec<String>) {
             match value {
@@ -349,7 +382,7 @@ mod tests {
                 _ => {}
             }
         }
-        let document = document();
+        let document = with_rate_limits(document());
         let mut found = Vec::new();
         refs(&document, &mut found);
         assert!(!found.is_empty());

@@ -39,9 +39,12 @@ pub struct SourceArgs {
     /// Content id (64 hex characters, as `pcdn add` prints it).
     #[arg(value_name = "ID", value_parser = parse_content_id)]
     pub id: ContentId,
-    /// Tracker base URL, e.g. http://127.0.0.1:7800.
+    /// Tracker base URL, e.g. http://127.0.0.1:7800 or https://tracker.example:7800.
     #[arg(long, value_name = "URL")]
     pub tracker: Option<String>,
+    /// CA certificate(s) (PEM) to verify an https:// tracker with, instead of the system's roots.
+    #[arg(long, value_name = "FILE", requires = "tracker")]
+    pub tracker_ca: Option<PathBuf>,
     /// Scheduler (`pcdn sim --list` lists them).
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub scheduler: String,
@@ -74,6 +77,7 @@ impl SourceArgs {
         };
         Ok(FetchConfig {
             tracker: self.tracker.clone(),
+            tracker_ca: self.tracker_ca.clone(),
             manifest,
             edges: (!self.servers.is_empty()).then(|| self.servers.clone()),
             origins: self.origin_servers.clone(),
