@@ -16,7 +16,7 @@ const TTL: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn dot_ids_and_addresses_clients_cannot_reach_are_refused() {
-    let tracker = start(StoreUrl::SqliteMemory, TTL).await;
+    let tracker = start_unlimited(StoreUrl::SqliteMemory, TTL).await;
     let api = Api::new(tracker.local_addr());
     let register = |id: &str, addr: &str| json!({"id": id, "addr": addr, "upload_capacity_bps": 1_000});
     let mut refused = Vec::new();
@@ -107,7 +107,7 @@ async fn records_per_lookup(api: &Api, path: &str, lookups: u32) -> f64 {
 async fn lookups_are_bounded_whatever_the_holders_and_origins(store: StoreUrl) {
     const HOLDERS: usize = 2_000;
     const ORIGINS: usize = 2_000;
-    let tracker = start(store, TTL).await;
+    let tracker = start_unlimited(store, TTL).await;
     let api = Api::new(tracker.local_addr());
     let (big, small) = (cid(1), cid(2));
     register_many(&api, HOLDERS, false, &big).await;

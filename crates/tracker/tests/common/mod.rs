@@ -24,6 +24,16 @@ pub async fn start(store: StoreUrl, ttl: Duration) -> RunningTracker {
     bind(config).await.expect("tracker starts")
 }
 
+/// A tracker like `start`'s without per-source rate limits: for tests that set up thousands of
+/// devices from one address.
+pub async fn start_unlimited(store: StoreUrl, ttl: Duration) -> RunningTracker {
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, SECRET.into());
+    config.ttl = ttl;
+    config.heartbeat = Duration::from_secs(1);
+    config.rate_limits = pcdn_tracker::RateLimits::OFF;
+    bind(config).await.expect("tracker starts")
+}
+
 /// A tracker on a SQLite file in `dir`.
 pub async fn start_sqlite(dir: &Path, ttl: Duration) -> RunningTracker {
     start(StoreUrl::Sqlite(dir.join("tracker.db")), ttl).await
