@@ -213,6 +213,8 @@ pub struct Prepared {
     started: std::time::Instant,
     /// Block-aligned byte ranges to fetch, ascending; empty: the whole content.
     ranges: Vec<Range<u64>>,
+    /// The socket the client bound to the tracker's rendezvous and punched from, if any.
+    socket: Option<Socket>,
 }
 
 impl Prepared {
@@ -265,9 +267,30 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
         ))
     })?;
 
-    // The manifest and the servers.
+    // The manifest and the servers; with a tracker, the socket's mapping first (NAT traversal).
+    let rendezvous_timings = crate::rendezvous::Timings::default();
+    let (socket, binding) = match &tracker {
+        Some(t) => {
+            let bind = crate::rendezvous::client_socket_addr(t.url());
+            let socket = Socket::bind(bind).map_err(|source| FetchError::Io {
+                path: PathBuf::from(format!("udp {bind}")),
+                source,
+            })?;
+            let binding = crate::rendezvous::client_bind(&socket, t, &rendezvous_timings).await;
+            (Some(socket), binding)
+        }
+        None => (None, None),
+    };
     let lookup = match &tracker {
-        Some(t) => Some(t.servers(&id, config.max_servers).await?),
+        Some(t) => {
+            let lookup = t
+                .servers_punching(&id, config.max_servers, binding.map(|b| b.token))
+                .await?;
+            for device in &lookup.unreachable {
+                tracing::warn!(server = %device.id, "unreachable: {}; fetching from the others", device.reason);
+            }
+            Some(lookup)
+        }
         None => None,
     };
     let manifest_bytes = match (&config.manifest, &tracker) {
@@ -302,6 +325,17 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
             "no server holds {id_hex}: the tracker lists no edge and no origin"
         )));
     }
+    if let (Some(socket), Some(_), Some(l)) = (&socket, binding, &lookup) {
+        let punch: HashSet<SocketAddr> = l
+            .servers
+            .iter()
+            .chain(&l.origins)
+            .filter(|d| d.punch)
+            .filter_map(|d| d.socket_addr().ok())
+            .collect();
+        let servers: Vec<(String, SocketAddr)> = targets.iter().map(|t| (t.name.clone(), t.addr)).collect();
+        crate::rendezvous::punch(socket, &servers, &punch, &rendezvous_timings).await;
+    }
 
     Ok(Prepared {
         manifest,
@@ -312,6 +346,7 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
         seed,
         started,
         ranges: Vec::new(),
+        socket,
     })
 }
 
@@ -412,6 +447,7 @@ async fn drive(
         seed,
         started: _,
         ranges,
+        socket: prepared_socket,
     } = prepared;
     let factory = &*factory;
     let length = manifest.length;
@@ -421,10 +457,19 @@ async fn drive(
     } else {
         "[::]:0".parse().expect("an address")
     };
-    let socket = Socket::bind(bind).map_err(|source| FetchError::Io {
-        path: PathBuf::from(format!("udp {bind}")),
-        source,
-    })?;
+    // The socket that punched keeps the NAT mappings the servers expect.
+    let socket = match prepared_socket {
+        Some(s)
+            if s.local_addr()
+                .is_ok_and(|a| targets.iter().all(|t| t.addr.is_ipv4() == a.is_ipv4())) =>
+        {
+            s
+        }
+        _ => Socket::bind(bind).map_err(|source| FetchError::Io {
+            path: PathBuf::from(format!("udp {bind}")),
+            source,
+        })?,
+    };
     let clock = Clock::new();
     let mut download_config = DownloadConfig::new(config.content, length, packet_size);
     download_config.seed = seed;

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod fetch;
 pub mod metrics;
 pub mod play;
+pub mod rendezvous;
 pub mod serve;
 pub mod socket;
 pub mod store;

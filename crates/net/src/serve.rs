@@ -246,6 +246,17 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         }));
     }
     others.push(tokio::spawn(upload_meter(metrics.clone(), stopped.clone())));
+    let (rendezvous, rendezvous_task) = crate::rendezvous::pipe();
+    let (grants, granted) = watch::channel(None);
+    if tracker.is_some() {
+        others.push(tokio::spawn(crate::rendezvous::run_device(
+            rendezvous_task,
+            local_addr,
+            granted,
+            stopped.clone(),
+            crate::rendezvous::Timings::default(),
+        )));
+    }
     if let Some(client) = tracker {
         let registration = Registration {
             id: id.clone(),
@@ -260,6 +271,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
                 registration,
                 store: store.clone(),
                 metrics: metrics.clone(),
+                grants,
             }
             .run(stopped.clone()),
         ));
@@ -275,7 +287,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         "serving {}",
         store.dir().display()
     );
-    let udp = tokio::spawn(udp_loop(socket, session, metrics.clone(), stopped));
+    let udp = tokio::spawn(udp_loop(socket, session, metrics.clone(), rendezvous, stopped));
     Ok(ServerHandle {
         local_addr,
         advertise,
@@ -294,6 +306,7 @@ async fn udp_loop(
     socket: Socket,
     mut session: ServerSession<StoreSource>,
     metrics: Arc<ServerMetrics>,
+    mut rendezvous: crate::rendezvous::LoopSide,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let clock = Clock::new();
@@ -332,7 +345,7 @@ async fn udp_loop(
         if full {
             // More to send: take what arrived meanwhile without waiting, and go on.
             if socket.try_recv(&mut recv)? {
-                handle_batch(&mut session, &clock, &recv);
+                handle_batch(&mut session, &clock, &recv, &rendezvous);
             }
             continue;
         }
@@ -340,7 +353,12 @@ async fn udp_loop(
         tokio::select! {
             received = socket.recv(&mut recv) => {
                 received?;
-                handle_batch(&mut session, &clock, &recv);
+                handle_batch(&mut session, &clock, &recv, &rendezvous);
+            }
+            Some((to, datagram)) = rendezvous.from_task.recv() => {
+                let mut one = SendBatch::new();
+                one.push(to, &datagram, 1);
+                socket.send(&mut one).await;
             }
             () = sleep_until(deadline) => {}
             _ = stop.changed() => {}
@@ -348,12 +366,22 @@ async fn udp_loop(
     }
 }
 
-fn handle_batch(session: &mut ServerSession<StoreSource>, clock: &Clock, batch: &RecvBatch) {
+fn handle_batch(
+    session: &mut ServerSession<StoreSource>,
+    clock: &Clock,
+    batch: &RecvBatch,
+    rendezvous: &crate::rendezvous::LoopSide,
+) {
     let now = clock.now();
     // Each datagram is handed over at its own length, GRO bundles cut apart: the session's
     // 3× anti-amplification budget counts exactly what each sender sent.
     for (from, datagram) in batch.datagrams() {
-        session.handle_datagram(now, from, datagram);
+        if wire::rendezvous::is_rendezvous(datagram) {
+            // NAT traversal (docs/protocol.md §11); dropped when the task lags or is absent.
+            let _ = rendezvous.to_task.try_send((from, datagram.to_vec()));
+        } else {
+            session.handle_datagram(now, from, datagram);
+        }
     }
 }
 
@@ -428,6 +456,8 @@ struct TrackerPresence {
     registration: Registration,
     store: Store,
     metrics: Arc<ServerMetrics>,
+    /// Each registration's rendezvous grant, for the NAT-traversal task.
+    grants: watch::Sender<crate::rendezvous::GrantUpdate>,
 }
 
 impl TrackerPresence {
@@ -511,6 +541,8 @@ impl TrackerPresence {
         if !*registered {
             let answer = self.client.register(&self.registration).await?;
             *registered = true;
+            self.grants
+                .send_replace(answer.rendezvous.map(|g| (self.client.url().to_owned(), g)));
             *heartbeat_every = Duration::from_secs(answer.heartbeat_secs.max(1));
             *next_heartbeat = tokio::time::Instant::now() + *heartbeat_every;
             // A tracker that forgot the device forgot what it announced, and maybe its manifests.

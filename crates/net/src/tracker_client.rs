@@ -74,10 +74,22 @@ pub struct Registration {
 }
 
 /// The tracker's answer to a registration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Registered {
     pub ttl_secs: u64,
     pub heartbeat_secs: u64,
+    /// With the tracker's UDP rendezvous on: the device's token and the tracker's UDP ports.
+    #[serde(default)]
+    pub rendezvous: Option<RendezvousGrant>,
+}
+
+/// The UDP side of a registration (docs/protocol.md §11.2).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct RendezvousGrant {
+    /// Hex.
+    pub token: String,
+    pub udp_port: u16,
+    pub alt_port: u16,
 }
 
 /// A device's heartbeat (`POST /v1/devices/{id}/heartbeat`).
@@ -101,6 +113,9 @@ pub struct DeviceInfo {
     pub healthy: bool,
     #[serde(default)]
     pub public_key: Option<String>,
+    /// Behind a NAT: `addr` is its public mapping, reached by hole punching.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub punch: bool,
 }
 
 impl DeviceInfo {
@@ -122,6 +137,16 @@ pub struct Lookup {
     pub content: String,
     pub servers: Vec<DeviceInfo>,
     pub origins: Vec<DeviceInfo>,
+    /// With the tracker's UDP rendezvous: devices left out, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable: Vec<UnreachableDevice>,
+}
+
+/// A device a lookup left out.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct UnreachableDevice {
+    pub id: String,
+    pub reason: String,
 }
 
 #[derive(Deserialize)]
@@ -290,12 +315,45 @@ impl TrackerClient {
     /// lists: a client opens a path to each, so a tracker (or whoever answers in its place)
     /// must not be able to make it open thousands.
     pub async fn servers(&self, id: &ContentId, n: u32) -> Result<Lookup, TrackerError> {
-        let url = format!("{}/v1/contents/{}/servers?n={n}", self.base, content_id_hex(id));
+        self.servers_punching(id, n, None).await
+    }
+
+    /// `GET /v1/contents/{cid}/servers?n={n}&punch={token}`: with a client token, the tracker
+    /// asks the NATed servers it returns to punch towards the client's mapping.
+    pub async fn servers_punching(
+        &self,
+        id: &ContentId,
+        n: u32,
+        punch: Option<[u8; 8]>,
+    ) -> Result<Lookup, TrackerError> {
+        let mut url = format!("{}/v1/contents/{}/servers?n={n}", self.base, content_id_hex(id));
+        if let Some(token) = punch {
+            url.push_str("&punch=");
+            url.push_str(&hex::encode(token));
+        }
         let response = self.send("GET", &url, self.http.get(&url), false).await?;
         let mut lookup: Lookup = decode_json("GET", &url, response).await?;
         lookup.servers.truncate(n as usize);
         lookup.origins.truncate(MAX_LOOKUP_ORIGINS);
         Ok(lookup)
+    }
+
+    /// `GET /v1/rendezvous`: the tracker's two UDP ports, or `None` when it runs without.
+    pub async fn rendezvous_ports(&self) -> Result<Option<(u16, u16)>, TrackerError> {
+        #[derive(Deserialize)]
+        struct Ports {
+            udp_port: u16,
+            alt_port: u16,
+        }
+        let url = format!("{}/v1/rendezvous", self.base);
+        match self.send("GET", &url, self.http.get(&url), false).await {
+            Ok(response) => {
+                let ports: Ports = decode_json("GET", &url, response).await?;
+                Ok(Some((ports.udp_port, ports.alt_port)))
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn send(

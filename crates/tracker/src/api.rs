@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::extract::{Authorized, ContentIdPath, DeviceIdPath, HasSecret, JsonBody, RawBody, SecretHash, ServerCount};
 use crate::metrics::{self, Metrics};
-use crate::model::{self, Load, Lookup, MAX_ANNOUNCED, Registration, content_hex};
+use crate::model::{self, Load, Lookup, MAX_ANNOUNCED, MAX_LOOKUP_N, Registration, content_hex};
 use crate::store::{ManifestPut, Store, unix_millis};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::handler::Handler;
@@ -26,6 +26,7 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
 /// What every handler shares.
 pub(crate) struct AppState<S> {
     pub store: S,
+    pub rendezvous: Option<Arc<crate::rendezvous::Rendezvous>>,
     pub secret: SecretHash,
     pub ttl_secs: u64,
     pub heartbeat_secs: u64,
@@ -72,6 +73,7 @@ pub(crate) fn routes<S: Store>() -> Vec<Route<S>> {
         route("/v1/contents/{cid}/manifest", Method::PUT, put_manifest::<S>),
         route("/v1/contents/{cid}/manifest", Method::GET, get_manifest::<S>),
         route("/v1/contents/{cid}/servers", Method::GET, servers::<S>),
+        route("/v1/rendezvous", Method::GET, rendezvous_ports::<S>),
         route("/health", Method::GET, health::<S>),
         route("/metrics", Method::GET, metrics_text::<S>),
         route("/openapi.json", Method::GET, openapi),
@@ -184,6 +186,8 @@ impl RegisterRequest {
 struct RegisterResponse {
     ttl_secs: u64,
     heartbeat_secs: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rendezvous: Option<crate::rendezvous::Grant>,
 }
 
 async fn register<S: Store>(
@@ -193,12 +197,14 @@ async fn register<S: Store>(
 ) -> Result<Json<RegisterResponse>, ApiError> {
     let registration = request.validate()?;
     let id = registration.id.clone();
+    let rendezvous = state.rendezvous.as_ref().map(|r| r.grant(&registration));
     state.store.register(registration, unix_millis()).await?;
     state.metrics.count_registration();
     tracing::debug!(device = %id, "registered");
     Ok(Json(RegisterResponse {
         ttl_secs: state.ttl_secs,
         heartbeat_secs: state.heartbeat_secs,
+        rendezvous,
     }))
 }
 
@@ -365,8 +371,9 @@ async fn get_manifest<S: Store>(
     }
 }
 
-/// The lookup answer, assembled from each device's pre-rendered JSON (`Device::json`).
-fn lookup_json(content: &ContentId, found: &Lookup) -> String {
+/// The lookup answer, assembled from each device's pre-rendered JSON (`Device::json`), with
+/// the rendezvous' marks (`punch`, `unreachable`) when it is on.
+fn lookup_json(content: &ContentId, found: &Lookup, reach: Option<&crate::rendezvous::Reach>) -> String {
     let devices = found.servers.iter().chain(&found.origins);
     let mut json = String::with_capacity(160 + devices.map(|device| device.json().len() + 1).sum::<usize>());
     json.push_str("{\"content\":\"");
@@ -381,10 +388,22 @@ fn lookup_json(content: &ContentId, found: &Lookup) -> String {
             if index > 0 {
                 json.push(',');
             }
-            json.push_str(device.json());
+            let text = device.json();
+            match reach {
+                Some(reach) if reach.punch.contains(&device.registration.id) => {
+                    json.push_str(&text[..text.len() - 1]);
+                    json.push_str(",\"punch\":true}");
+                }
+                _ => json.push_str(text),
+            }
         }
     }
-    json.push_str("]}");
+    json.push(']');
+    if let Some(reach) = reach {
+        json.push_str(",\"unreachable\":");
+        json.push_str(&serde_json::to_string(&reach.unreachable).expect("strings serialise"));
+    }
+    json.push('}');
     json
 }
 
@@ -392,12 +411,41 @@ async fn servers<S: Store>(
     State(state): State<SharedState<S>>,
     ContentIdPath(content): ContentIdPath,
     ServerCount(n): ServerCount,
+    crate::rendezvous::PunchToken(punch): crate::rendezvous::PunchToken,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let found = state.store.lookup(content, n, unix_millis()).await?;
-    let response = ([(CONTENT_TYPE, "application/json")], lookup_json(&content, &found)).into_response();
+    let mut found = state.store.lookup(content, n, unix_millis()).await?;
+    let reach = match &state.rendezvous {
+        Some(rendezvous) => {
+            let mut reach = rendezvous.apply(&mut found, punch);
+            // Left-out servers make room: ask once more for as many more as were left out.
+            let left_out = reach.unreachable.len();
+            if left_out > 0 && found.servers.len() == n - left_out.min(n) && n < MAX_LOOKUP_N {
+                let wider = (n + left_out).min(MAX_LOOKUP_N);
+                found = state.store.lookup(content, wider, unix_millis()).await?;
+                reach = rendezvous.apply(&mut found, punch);
+                found.servers.truncate(n);
+            }
+            Some(reach)
+        }
+        None => None,
+    };
+    let json = lookup_json(&content, &found, reach.as_ref());
+    let response = ([(CONTENT_TYPE, "application/json")], json).into_response();
     state.metrics.observe_lookup(started.elapsed(), found.records_read);
     Ok(response)
+}
+
+async fn rendezvous_ports<S: Store>(State(state): State<SharedState<S>>) -> Result<Response, ApiError> {
+    let Some(rendezvous) = &state.rendezvous else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "rendezvous_off",
+            "this tracker runs without UDP rendezvous (--no-udp)",
+        ));
+    };
+    let (primary, alt) = rendezvous.local_addrs();
+    Ok(Json(serde_json::json!({"udp_port": primary.port(), "alt_port": alt.port()})).into_response())
 }
 
 async fn health<S: Store>(State(state): State<SharedState<S>>) -> Response {

@@ -71,6 +71,16 @@ pub struct TrackerArgs {
     /// Device requests one source may send at once before --write-rate applies.
     #[arg(long, value_name = "N", default_value_t = RateLimits::default().writes.burst)]
     pub write_burst: u32,
+    /// UDP address of the rendezvous (NAT traversal, address probes) [default: the --listen
+    /// address].
+    #[arg(long, value_name = "ADDR")]
+    pub udp_listen: Option<SocketAddr>,
+    /// Second UDP address, for telling NAT types apart [default: the --udp-listen port + 1].
+    #[arg(long, value_name = "ADDR")]
+    pub udp_alt_listen: Option<SocketAddr>,
+    /// No UDP rendezvous: lookups give devices' registered addresses, unprobed.
+    #[arg(long, conflicts_with_all = ["udp_listen", "udp_alt_listen"])]
+    pub no_udp: bool,
 }
 
 fn parse_positive(text: &str) -> Result<usize, String> {
@@ -103,6 +113,22 @@ impl TrackerArgs {
                 self.ttl
             );
         }
+        let udp = if self.no_udp {
+            None
+        } else {
+            let listen = self.udp_listen.unwrap_or(self.listen);
+            let alt_listen = match self.udp_alt_listen {
+                Some(addr) => addr,
+                None if listen.port() == 0 => listen,
+                None => {
+                    let port = listen.port().checked_add(1).with_context(|| {
+                        format!("--udp-listen {listen}: no port follows it; give --udp-alt-listen ADDR")
+                    })?;
+                    SocketAddr::new(listen.ip(), port)
+                }
+            };
+            Some(crate::UdpConfig { listen, alt_listen })
+        };
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
                 cert: cert.clone(),
@@ -144,6 +170,8 @@ impl TrackerArgs {
                 writes: rate("write", self.write_rate, self.write_burst)?,
                 ..RateLimits::default()
             },
+            udp,
+            rendezvous_timings: crate::RendezvousTimings::default(),
         })
     }
 }

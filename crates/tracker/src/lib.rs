@@ -22,12 +22,14 @@ mod metrics;
 mod model;
 mod openapi;
 mod ratelimit;
+mod rendezvous;
 mod server;
 mod store;
 mod tls;
 
 pub use cli::{TrackerArgs, read_secret_file, run};
 pub use ratelimit::{Rate, RateLimits};
+pub use rendezvous::{RendezvousTimings, UdpConfig};
 pub use server::{HttpLimits, raise_fd_limit};
 pub use tls::TlsFiles;
 
@@ -153,6 +155,10 @@ pub struct TrackerConfig {
     pub http: HttpLimits,
     /// Per-source request rate limits.
     pub rate_limits: RateLimits,
+    /// The UDP rendezvous (NAT traversal, address probes); `None`: off, and lookups return
+    /// devices at their registered address unprobed.
+    pub udp: Option<UdpConfig>,
+    pub rendezvous_timings: RendezvousTimings,
 }
 
 impl fmt::Debug for TrackerConfig {
@@ -167,6 +173,7 @@ impl fmt::Debug for TrackerConfig {
             .field("tls", &self.tls)
             .field("http", &self.http)
             .field("rate_limits", &self.rate_limits)
+            .field("udp", &self.udp)
             .finish()
     }
 }
@@ -177,8 +184,8 @@ impl TrackerConfig {
     /// Default heartbeat interval: 10 s.
     pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 
-    /// A configuration with the default ttl and heartbeat interval, plain HTTP, and the default
-    /// connection limits and rate limits.
+    /// A configuration with the default ttl and heartbeat interval, plain HTTP, the default
+    /// connection limits and rate limits, and no UDP rendezvous.
     pub fn new(listen: SocketAddr, store: StoreUrl, secret: String) -> TrackerConfig {
         TrackerConfig {
             listen,
@@ -190,6 +197,8 @@ impl TrackerConfig {
             tls: None,
             http: HttpLimits::default(),
             rate_limits: RateLimits::default(),
+            udp: None,
+            rendezvous_timings: RendezvousTimings::default(),
         }
     }
 
@@ -219,6 +228,7 @@ impl TrackerConfig {
 /// A tracker serving in the background. Dropping it asks it to stop; `stop` also waits.
 pub struct RunningTracker {
     local_addr: SocketAddr,
+    udp_addrs: Option<(SocketAddr, SocketAddr)>,
     store_kind: &'static str,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<anyhow::Result<()>>>,
@@ -228,6 +238,11 @@ impl RunningTracker {
     /// The address the tracker listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The bound UDP rendezvous addresses (first and second port), if the rendezvous is on.
+    pub fn udp_addrs(&self) -> Option<(SocketAddr, SocketAddr)> {
+        self.udp_addrs
     }
 
     /// "sqlite" or "redis".
@@ -265,6 +280,11 @@ pub async fn bind(config: TrackerConfig) -> anyhow::Result<RunningTracker> {
         .await
         .with_context(|| format!("tracker cannot listen on {}", config.listen))?;
     let local_addr = listener.local_addr()?;
+    let rendezvous = match config.udp {
+        Some(udp) => Some(rendezvous::Rendezvous::bind(udp, config.rendezvous_timings.clone()).await?),
+        None => None,
+    };
+    let udp_addrs = rendezvous.as_ref().map(|r| r.local_addrs());
     let (stop, stopped) = watch::channel(false);
     let config_tls = tls.is_some();
     let (store_kind, task) = match &config.store {
@@ -278,27 +298,31 @@ pub async fn bind(config: TrackerConfig) -> anyhow::Result<RunningTracker> {
             .await??;
             (
                 "sqlite",
-                tokio::spawn(run_server(listener, tls, store, config, stopped)),
+                tokio::spawn(run_server(listener, tls, store, config, rendezvous.clone(), stopped)),
             )
         }
         StoreUrl::SqliteMemory => {
             let store = SqliteStore::open(None, config.ttl, config.limits.clone())?;
             (
                 "sqlite",
-                tokio::spawn(run_server(listener, tls, store, config, stopped)),
+                tokio::spawn(run_server(listener, tls, store, config, rendezvous.clone(), stopped)),
             )
         }
         StoreUrl::Redis(url) => {
             let store = RedisStore::connect(url, config.ttl, config.limits.clone())
                 .await
                 .with_context(|| format!("cannot reach the Redis store {url}"))?;
-            ("redis", tokio::spawn(run_server(listener, tls, store, config, stopped)))
+            (
+                "redis",
+                tokio::spawn(run_server(listener, tls, store, config, rendezvous.clone(), stopped)),
+            )
         }
     };
     let scheme = if config_tls { "https" } else { "http" };
-    tracing::info!(url = %format!("{scheme}://{local_addr}"), store = %store_kind, "pcdn tracker listening");
+    tracing::info!(url = %format!("{scheme}://{local_addr}"), udp = ?udp_addrs, store = %store_kind, "pcdn tracker listening");
     Ok(RunningTracker {
         local_addr,
+        udp_addrs,
         store_kind,
         stop,
         task: Some(task),
@@ -330,9 +354,12 @@ async fn run_server<S: Store>(
     tls: Option<tokio_rustls::TlsAcceptor>,
     store: S,
     config: TrackerConfig,
+    rendezvous: Option<Arc<rendezvous::Rendezvous>>,
     stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let udp = rendezvous.clone().map(|r| tokio::spawn(r.run()));
     let state = Arc::new(AppState {
+        rendezvous,
         store,
         secret: SecretHash::new(&config.secret),
         ttl_secs: config.ttl.as_secs(),
@@ -364,6 +391,10 @@ async fn run_server<S: Store>(
     server::serve(listener, front, stopped).await;
     sweeper.abort();
     let _ = sweeper.await;
+    if let Some(udp) = udp {
+        udp.abort();
+        let _ = udp.await;
+    }
     drop(state);
     tracing::info!("pcdn tracker stopped");
     Ok(())

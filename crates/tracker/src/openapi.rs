@@ -145,11 +145,21 @@ pub(crate) fn document() -> Value {
                 "get": {
                     "operationId": "lookupServers",
                     "summary": "The best live devices holding the content, ranked by free upload capacity, and the best live origins",
-                    "parameters": [parameter("ContentId"), parameter("N")],
+                    "parameters": [parameter("ContentId"), parameter("N"), parameter("Punch")],
                     "responses": {
                         "200": json_response("servers and origins", "Lookup"),
                         "400": bad_request,
                         "503": unavailable
+                    }
+                }
+            },
+            "/v1/rendezvous": {
+                "get": {
+                    "operationId": "rendezvous",
+                    "summary": "The tracker's UDP rendezvous ports (NAT traversal, docs/protocol.md section 11)",
+                    "responses": {
+                        "200": json_response("the two UDP ports", "RendezvousPorts"),
+                        "404": error_response("rendezvous_off: this tracker runs without UDP rendezvous")
                     }
                 }
             },
@@ -206,6 +216,11 @@ pub(crate) fn document() -> Value {
                     "name": "n", "in": "query", "required": false,
                     "description": "most servers to return",
                     "schema": {"type": "integer", "minimum": 1, "maximum": 64, "default": 8}
+                },
+                "Punch": {
+                    "name": "punch", "in": "query", "required": false,
+                    "description": "the client token of a BOUND: the tracker asks the NATed servers it returns to punch towards the client",
+                    "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{16}$"}
                 }
             },
             "schemas": {
@@ -236,8 +251,21 @@ pub(crate) fn document() -> Value {
                     "type": "object", "required": ["ttl_secs", "heartbeat_secs"],
                     "properties": {
                         "ttl_secs": {"type": "integer", "description": "the device expires this long after its last heartbeat"},
-                        "heartbeat_secs": {"type": "integer", "description": "send a heartbeat this often"}
+                        "heartbeat_secs": {"type": "integer", "description": "send a heartbeat this often"},
+                        "rendezvous": {
+                            "type": "object", "required": ["token", "udp_port", "alt_port"],
+                            "description": "present when the UDP rendezvous is on: bind to both ports with the token",
+                            "properties": {
+                                "token": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                                "udp_port": {"type": "integer"},
+                                "alt_port": {"type": "integer"}
+                            }
+                        }
                     }
+                },
+                "RendezvousPorts": {
+                    "type": "object", "required": ["udp_port", "alt_port"],
+                    "properties": {"udp_port": {"type": "integer"}, "alt_port": {"type": "integer"}}
                 },
                 "Heartbeat": {
                     "type": "object", "required": ["sessions", "upload_bps", "healthy"],
@@ -273,7 +301,8 @@ pub(crate) fn document() -> Value {
                         "free_upload_bps": {"type": "integer", "format": "int64", "description": "capacity - upload_bps, saturating"},
                         "sessions": {"type": "integer"},
                         "healthy": {"type": "boolean"},
-                        "public_key": {"$ref": "#/components/schemas/PublicKey"}
+                        "public_key": {"$ref": "#/components/schemas/PublicKey"},
+                        "punch": {"type": "boolean", "description": "behind a NAT: addr is its public mapping; punch before HELLO"}
                     }
                 },
                 "Lookup": {
@@ -284,7 +313,11 @@ pub(crate) fn document() -> Value {
                             "type": "array", "items": {"$ref": "#/components/schemas/Server"},
                             "description": "live, healthy, non-origin holders by free upload capacity (desc), then fewer sessions, then id"
                         },
-                        "origins": {"type": "array", "items": {"$ref": "#/components/schemas/Server"}, "description": "the best live origins (healthy first, then as servers), at most n and at most the tracker's max_origins (default 4)"}
+                        "origins": {"type": "array", "items": {"$ref": "#/components/schemas/Server"}, "description": "the best live origins (healthy first, then as servers), at most n and at most the tracker's max_origins (default 4)"},
+                        "unreachable": {
+                            "type": "array", "description": "with UDP rendezvous: devices left out, and why",
+                            "items": {"type": "object", "required": ["id", "reason"], "properties": {"id": {"type": "string"}, "reason": {"type": "string"}}}
+                        }
                     }
                 },
                 "Health": {

@@ -104,7 +104,7 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
             });
         }
     }
-    assert_eq!(operations.len(), 10);
+    assert_eq!(operations.len(), 11);
 
     let mut checked = 0;
     for operation in &operations {
@@ -179,12 +179,20 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
                 "n=",
                 "n=%FF",
                 "n=99999999999999999999999",
+                "punch=",
+                "punch=0011",
+                "punch=zzzzzzzzzzzzzzzz",
+                "punch=00112233445566778899",
             ] {
                 let request = api.request(operation.method.clone(), &format!("{good_path}?{query}"));
                 let error = assert_4xx_json(&api, request, &what(query)).await;
                 assert_eq!(error["error"], "invalid_query", "{query}");
                 assert!(
-                    error["message"].as_str().unwrap().contains("`n`") || query == "n=%FF",
+                    error["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains(if query.starts_with("punch") { "`punch`" } else { "`n`" })
+                        || query == "n=%FF",
                     "{error}"
                 );
                 checked += 1;

@@ -428,8 +428,9 @@ async fn openapi_document_is_valid_and_every_route_exists() {
             );
         }
     }
-    assert_eq!(operations, 10);
+    assert_eq!(operations, 11);
     for documented in [
+        "/v1/rendezvous",
         "/v1/devices",
         "/v1/devices/{id}/heartbeat",
         "/v1/devices/{id}/contents",

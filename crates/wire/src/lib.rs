@@ -17,6 +17,8 @@
 //! assert_eq!(request.ranges.seq_count(), 5);
 //! ```
 
+pub mod rendezvous;
+
 /// The protocol version this crate speaks.
 pub const VERSION: u8 = 1;
 /// Largest datagram either side sends or accepts, in bytes.
