@@ -23,6 +23,11 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 { command -v ffmpeg && command -v ffprobe; } >/dev/null 2>&1 || missing+=(ffmpeg)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# ip (iproute2: netns, veth, tc) and nft (nftables) build the NATed homes of
+# crates/cli/tests/deploy.rs; it needs root, and fails, never skips, without them.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v tc >/dev/null 2>&1 || missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
 # scripts/reproduce.py (its doctests below) reads TOML with tomllib: Python 3.11 or later.
 python3 -c 'import tomllib' >/dev/null 2>&1 || missing+=(python3)
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use pcdn_core::wire::rendezvous::{self as rdv, BindStatus, Rendezvous as Msg};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{mpsc, watch};
 
 use crate::socket::{RecvBatch, SendBatch, Socket};
@@ -108,6 +110,7 @@ pub async fn run_device(
     mut pipe: TaskSide,
     local: SocketAddr,
     mut grants: watch::Receiver<GrantUpdate>,
+    reregister: Arc<AtomicBool>,
     mut stop: watch::Receiver<bool>,
     timings: Timings,
 ) {
@@ -132,6 +135,12 @@ pub async fn run_device(
                 let Some((from, datagram)) = received else { return };
                 if let Some(g) = grant.as_mut() {
                     g.handle(from, &datagram, &pipe.to_loop);
+                    if g.status == Some(BindStatus::UnknownToken) {
+                        // The tracker restarted (its rendezvous state is in memory) or forgot
+                        // the device: only a new registration brings a new token.
+                        reregister.store(true, Ordering::Relaxed);
+                        grant = None;
+                    }
                 }
             }
             () = sleep_until(wait) => {
@@ -248,10 +257,9 @@ impl Granted {
                     self.asked.insert(peer, now);
                 }
             }
-            Msg::Punch { .. } => {
-                if self.asked.remove(&from).is_some_and(|at| at.elapsed() < ASKED_FOR) {
-                    let _ = out.try_send((from, encode(&Msg::Punch { nonce: random_u64() })));
-                }
+            // Only a client the tracker named, once: never a reflector.
+            Msg::Punch { .. } if self.asked.remove(&from).is_some_and(|at| at.elapsed() < ASKED_FOR) => {
+                let _ = out.try_send((from, encode(&Msg::Punch { nonce: random_u64() })));
             }
             _ => {}
         }
@@ -298,7 +306,9 @@ impl Granted {
                  check that a firewall lets UDP in to {}, or forward a port and use --advertise",
                 self.local
             ),
-            BindStatus::UnknownToken => tracing::info!("the tracker no longer knows this device's rendezvous token"),
+            BindStatus::UnknownToken => {
+                tracing::info!("the tracker no longer knows this device's rendezvous token; registering again")
+            }
         }
     }
 }

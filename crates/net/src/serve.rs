@@ -248,11 +248,13 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
     others.push(tokio::spawn(upload_meter(metrics.clone(), stopped.clone())));
     let (rendezvous, rendezvous_task) = crate::rendezvous::pipe();
     let (grants, granted) = watch::channel(None);
+    let reregister = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if tracker.is_some() {
         others.push(tokio::spawn(crate::rendezvous::run_device(
             rendezvous_task,
             local_addr,
             granted,
+            reregister.clone(),
             stopped.clone(),
             crate::rendezvous::Timings::default(),
         )));
@@ -272,6 +274,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
                 store: store.clone(),
                 metrics: metrics.clone(),
                 grants,
+                reregister,
             }
             .run(stopped.clone()),
         ));
@@ -458,6 +461,8 @@ struct TrackerPresence {
     metrics: Arc<ServerMetrics>,
     /// Each registration's rendezvous grant, for the NAT-traversal task.
     grants: watch::Sender<crate::rendezvous::GrantUpdate>,
+    /// Set by the NAT-traversal task when the tracker no longer knows the device's token.
+    reregister: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TrackerPresence {
@@ -538,6 +543,9 @@ impl TrackerPresence {
         last_beat: &mut (std::time::Instant, u64),
     ) -> anyhow::Result<()> {
         let id = &self.registration.id;
+        if self.reregister.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            *registered = false;
+        }
         if !*registered {
             let answer = self.client.register(&self.registration).await?;
             *registered = true;

@@ -320,7 +320,7 @@ impl Rendezvous {
             return;
         };
         match message {
-            Msg::Bind { txn, token } if token.is_empty() => {
+            Msg::Bind { txn, token: [] } => {
                 if alt {
                     return;
                 }

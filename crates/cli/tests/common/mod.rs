@@ -61,6 +61,17 @@ impl Proc {
         lines[lines.len().saturating_sub(5)..].join("\n")
     }
 
+    /// Everything the process wrote to stderr so far, when spawned by [`Proc::spawn`].
+    pub fn stderr_all(&self) -> String {
+        let Some(mut file) = self.stderr.as_ref() else {
+            return String::new();
+        };
+        let mut text = String::new();
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.read_to_string(&mut text);
+        text
+    }
+
     /// SIGKILL: the process gets no chance to say goodbye (a crashed device).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
