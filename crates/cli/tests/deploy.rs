@@ -1,5 +1,5 @@
 //! The deployment of docs/deploy.md, run for real in Linux network namespaces this test
-//! creates: an "internet" namespace with the tracker and the origin; two homes, each an edge
+//! creates: an "internet" namespace with the tracker (HTTPS, its own CA) and the origin; two homes, each an edge
 //! behind its own NAT router (nftables masquerade, a home router's stateful firewall), the
 //! second one's upload limited with `tc tbf`; a viewer behind a third NAT. The viewer's
 //! `pcdn fetch --json` must be byte-identical and both edges must have served bytes. Then an
@@ -28,23 +28,32 @@ const SERVER_IP: &str = "198.51.100.10";
 /// real homes are.
 const HOME_IP: &str = "192.168.1.2";
 
+/// On the server, once: a CA and the tracker's certificate for its address (copy `ca.crt` to
+/// every edge and viewer).
+const PKI_COMMANDS: &[&str] = &[
+    "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 -subj /CN=pcdn-ca -keyout ca.key -out ca.crt",
+    "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=tracker -addext subjectAltName=IP:198.51.100.10 -keyout tracker.key -out tracker.csr",
+    "openssl x509 -req -in tracker.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -copy_extensions copy -out tracker.crt",
+];
+
 /// On the server: the tracker, then the origin (each line of a block runs in order; a line
 /// starting `pcdn serve` or `pcdn tracker` stays running).
 const SERVER_COMMANDS: &[&str] = &[
-    "pcdn tracker --listen 198.51.100.10:7800 --store sqlite:tracker.db --secret-file SECRET",
+    "pcdn tracker --listen 198.51.100.10:7800 --store sqlite:tracker.db --secret-file SECRET --tls-cert tracker.crt --tls-key tracker.key",
     "pcdn add sample.bin --store origin/",
-    "pcdn serve --store origin/ --listen 198.51.100.10:7802 --tracker http://198.51.100.10:7800 --secret-file SECRET --origin --id origin-1 --upload-limit 8mbit",
+    "pcdn serve --store origin/ --listen 198.51.100.10:7802 --tracker https://198.51.100.10:7800 --tracker-ca ca.crt --secret-file SECRET --origin --id origin-1 --upload-limit 8mbit",
 ];
 
 /// On each edge at home (`ID` is edge-1, edge-2, ...).
 const EDGE_COMMANDS: &[&str] = &[
     "pcdn add sample.bin --store edge/",
-    "pcdn serve --store edge/ --listen 192.168.1.2:7801 --tracker http://198.51.100.10:7800 --secret-file SECRET --id ID",
+    "pcdn serve --store edge/ --listen 192.168.1.2:7801 --tracker https://198.51.100.10:7800 --tracker-ca ca.crt --secret-file SECRET --id ID",
 ];
 
 /// On the viewer (`CONTENT` is the id `pcdn add` printed).
-const VIEWER_COMMANDS: &[&str] =
-    &["pcdn fetch CONTENT --tracker http://198.51.100.10:7800 -o sample.bin --json --timeout 300s"];
+const VIEWER_COMMANDS: &[&str] = &[
+    "pcdn fetch CONTENT --tracker https://198.51.100.10:7800 --tracker-ca ca.crt -o sample.bin --json --timeout 300s",
+];
 
 const SAMPLE_LEN: usize = 6 << 20;
 
@@ -238,11 +247,15 @@ impl Machine {
     }
 }
 
-/// `GET url` from inside `ns` (python3's urllib: the test's own process stays outside).
-fn http_get_in(ns: &str, url: &str) -> Option<serde_json::Value> {
-    let script = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())";
+/// `GET url` over HTTPS trusting `ca` from inside `ns` (python3's urllib: the test's own
+/// process stays outside).
+fn http_get_in(ns: &str, url: &str, ca: &Path) -> Option<serde_json::Value> {
+    let script = "import sys, ssl, urllib.request; \
+        c = ssl.create_default_context(cafile=sys.argv[2]); \
+        print(urllib.request.urlopen(sys.argv[1], timeout=5, context=c).read().decode())";
     let output = Command::new("ip")
         .args(["netns", "exec", ns, "python3", "-c", script, url])
+        .arg(ca)
         .output()
         .ok()?;
     if !output.status.success() {
@@ -255,15 +268,16 @@ fn http_get_in(ns: &str, url: &str) -> Option<serde_json::Value> {
 /// bind and are probed for seconds each on a loaded machine).
 fn lookup_until(
     ns: &str,
+    ca: &Path,
     content: &str,
     what: &str,
     procs: &[&Proc],
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let url = format!("http://{SERVER_IP}:7800/v1/contents/{content}/servers");
+    let url = format!("https://{SERVER_IP}:7800/v1/contents/{content}/servers");
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let lookup = http_get_in(ns, &url);
+        let lookup = http_get_in(ns, &url, ca);
         if let Some(l) = &lookup
             && done(l)
         {
@@ -300,7 +314,12 @@ fn sample() -> Vec<u8> {
 
 #[test]
 fn every_command_of_the_test_is_in_docs_deploy_md() {
-    for line in SERVER_COMMANDS.iter().chain(EDGE_COMMANDS).chain(VIEWER_COMMANDS) {
+    for line in PKI_COMMANDS
+        .iter()
+        .chain(SERVER_COMMANDS)
+        .chain(EDGE_COMMANDS)
+        .chain(VIEWER_COMMANDS)
+    {
         assert!(
             DEPLOY_MD.contains(line),
             "docs/deploy.md lacks the command the test runs:\n{line}"
@@ -345,6 +364,24 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
         .unwrap();
     }
 
+    for line in PKI_COMMANDS {
+        let mut words = line.split_whitespace();
+        let program = words.next().unwrap();
+        let output = Command::new(program)
+            .args(words)
+            .current_dir(&server.dir)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let ca = server.dir.join("ca.crt");
+    for m in [&edge1, &edge2, &viewer] {
+        std::fs::copy(&ca, m.dir.join("ca.crt")).unwrap();
+    }
     let tracker = server.spawn("tracker", SERVER_COMMANDS[0], &[]);
     let (stdout, _) = server.once(SERVER_COMMANDS[1], &[]);
     let content = stdout.lines().last().unwrap().trim().to_owned();
@@ -356,9 +393,14 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
         edges.push(machine.spawn(id, EDGE_COMMANDS[1], &[("ID", id)]));
     }
     let procs: Vec<&Proc> = [&tracker, &origin].into_iter().chain(&edges).collect();
-    let lookup = lookup_until(&internet, &content, "both edges listed for punching", &procs, |l| {
-        ids(l, "servers").len() == 2 && ids(l, "origins") == ["origin-1"]
-    });
+    let lookup = lookup_until(
+        &internet,
+        &ca,
+        &content,
+        "both edges listed for punching",
+        &procs,
+        |l| ids(l, "servers").len() == 2 && ids(l, "origins") == ["origin-1"],
+    );
     for edge in lookup["servers"].as_array().unwrap() {
         // Each edge is given at its NAT's public mapping, not its private address.
         assert_eq!(edge["punch"], true, "{edge}");
@@ -405,6 +447,7 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
     let (_, home4) = net.home(&internet, 4, "masquerade fully-random");
     let edge4 = Machine::new(&home4, tmp.path(), "edge-4");
     std::fs::write(edge4.dir.join("sample.bin"), &data).unwrap();
+    std::fs::copy(&ca, edge4.dir.join("ca.crt")).unwrap();
     std::fs::write(
         edge4.dir.join("SECRET"),
         "a long random secret shared by the tracker and its devices\n",
@@ -413,7 +456,7 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
     edge4.once(EDGE_COMMANDS[0], &[]);
     let symmetric = edge4.spawn("edge-4", EDGE_COMMANDS[1], &[("ID", "edge-4")]);
     let procs: Vec<&Proc> = [&tracker, &origin, &symmetric].into_iter().chain(&edges).collect();
-    let lookup = lookup_until(&internet, &content, "edge-4 reported unreachable", &procs, |l| {
+    let lookup = lookup_until(&internet, &ca, &content, "edge-4 reported unreachable", &procs, |l| {
         l["unreachable"].as_array().is_some_and(|u| {
             u.iter()
                 .any(|d| d["id"] == "edge-4" && d["reason"].as_str().is_some_and(|r| r.contains("new port")))
