@@ -1,7 +1,7 @@
 //! The deployment of docs/deploy.md, run for real in Linux network namespaces this test
-//! creates: an "internet" namespace with the tracker (HTTPS, its own CA) and the origin; two homes, each an edge
-//! behind its own NAT router (nftables masquerade, a home router's stateful firewall), the
-//! second one's upload limited with `tc tbf`; a viewer behind a third NAT. The viewer's
+//! creates: an "internet" namespace with the tracker (HTTPS, its own CA) and the origin; two
+//! homes, each an edge behind its own NAT router (nftables masquerade, a home router's stateful
+//! firewall), the second one's upload limited with `tc tbf`; a viewer behind a third NAT. The viewer's
 //! `pcdn fetch --json` must be byte-identical and both edges must have served bytes. Then an
 //! edge behind a NAT that maps each destination to a new port (`masquerade fully-random`) is
 //! reported unreachable, and the fetch still completes from the rest.
