@@ -6,6 +6,7 @@ pub mod cc;
 pub mod download;
 pub mod estimate;
 pub mod harness;
+pub mod log_limit;
 pub mod manifest;
 pub mod path;
 pub mod player;

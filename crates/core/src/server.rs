@@ -16,9 +16,14 @@
 //! - Each session may queue at most `request_budget` sequence numbers; a server caps its
 //!   sessions and, optionally, its upload rate (a token bucket), as an edge device must.
 
+mod queue;
+mod sessions;
+
 use crate::time::{Duration, Instant};
 use pcdn_wire as wire;
-use std::collections::{HashMap, VecDeque};
+use queue::SeqQueue;
+use sessions::{NoRoom, Session, SessionKey, Sessions};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 /// What a server knows of one content.
@@ -47,6 +52,11 @@ pub struct ServerConfig {
     pub token_lifetime: Duration,
     /// Most sessions at once.
     pub max_sessions: usize,
+    /// Most sessions of one source (an IPv4 address or an IPv6 /64) at once.
+    pub max_sessions_per_source: usize,
+    /// A session with no REQUEST for this long gives way to a new one when its source or
+    /// the table is at its cap.
+    pub evict_idle_after: Duration,
     /// Most sequence numbers one session may have queued.
     pub request_budget: u64,
     /// Upload cap in bytes per second (whole datagrams); `None`: unlimited.
@@ -64,6 +74,12 @@ impl Default for ServerConfig {
             token_key: [0; 32],
             token_lifetime: Duration::from_secs(3600),
             max_sessions: 1024,
+            // A client opens one session per server per download: 16 covers a household's
+            // players behind one NAT address, and leaves the 1,024 to at least 64 sources.
+            max_sessions_per_source: 16,
+            // The reference client asks every round trip while it downloads; a session silent
+            // for 5 s has stopped, and an evicted one reopens on its next REQUEST (§7.5).
+            evict_idle_after: Duration::from_secs(5),
             request_budget: 4096,
             upload_rate: None,
             upload_burst: 16 * 1500,
@@ -91,112 +107,17 @@ pub struct ServerStats {
     pub dropped: u64,
     pub sessions_opened: u64,
     pub sessions_closed: u64,
+    /// Sessions closed to make room for another ([`ServerConfig::max_sessions_per_source`],
+    /// [`ServerConfig::evict_idle_after`]); also counted in `sessions_closed`.
+    pub sessions_evicted: u64,
+    /// Queue entries CANCELs looked at: the work they cost.
+    pub cancel_visits: u64,
 }
 
 /// Token layout: expiry (8, ms since the server's epoch) ‖ content id (32) ‖ MAC (16).
-const TOKEN_LEN: usize = 8 + wire::CONTENT_ID_LEN + 16;
+pub(crate) const TOKEN_LEN: usize = 8 + wire::CONTENT_ID_LEN + 16;
 /// The anti-amplification factor of RFC 9000 §8.
 const AMPLIFICATION: usize = 3;
-
-#[derive(Debug)]
-struct Session {
-    key: SessionKey,
-    content: wire::ContentId,
-    length: u64,
-    /// The token that opened the session; the same bytes again need no MAC check.
-    token: [u8; TOKEN_LEN],
-    /// Requested ranges with their request ids, in order of arrival.
-    queue: VecDeque<(u64, wire::SeqRange)>,
-    queued: u64,
-    last_active: Instant,
-    /// In the round-robin ring of sessions with work.
-    active: bool,
-}
-
-type SessionKey = (SocketAddr, u64);
-
-/// The sessions, each in a slot that keeps its place while the session lives, so the ring
-/// of sessions with work reaches its next one by index: one key hash per DATA packet was the
-/// server's largest cost.
-struct Sessions {
-    /// Keyed by a hasher seeded from the token key: fast, and, being secret, safe from peers
-    /// who choose their connection ids to collide.
-    index: HashMap<SessionKey, usize, ahash::RandomState>,
-    slots: Vec<Option<Session>>,
-    free: Vec<usize>,
-}
-
-impl Sessions {
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.index.is_empty()
-    }
-
-    /// The slot of `key`'s session.
-    fn find(&self, key: &SessionKey) -> Option<usize> {
-        self.index.get(key).copied()
-    }
-
-    /// The slot of `key`'s session, which was in `slot` when it was last seen there.
-    fn find_from(&self, key: &SessionKey, slot: usize) -> Option<usize> {
-        match &self.slots[slot] {
-            Some(s) if s.key == *key => Some(slot),
-            _ => self.find(key),
-        }
-    }
-
-    fn get(&self, slot: usize) -> &Session {
-        self.slots[slot].as_ref().expect("a live slot")
-    }
-
-    fn get_mut(&mut self, slot: usize) -> &mut Session {
-        self.slots[slot].as_mut().expect("a live slot")
-    }
-
-    fn insert(&mut self, session: Session) -> usize {
-        let key = session.key;
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot] = Some(session);
-                slot
-            }
-            None => {
-                self.slots.push(Some(session));
-                self.slots.len() - 1
-            }
-        };
-        self.index.insert(key, slot);
-        slot
-    }
-
-    fn remove(&mut self, key: &SessionKey) -> bool {
-        let Some(slot) = self.index.remove(key) else {
-            return false;
-        };
-        self.slots[slot] = None;
-        self.free.push(slot);
-        true
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.slots.iter().flatten()
-    }
-
-    /// Keeps the sessions for which `keep` is true; returns how many were removed.
-    fn retain(&mut self, keep: impl Fn(&Session) -> bool) -> usize {
-        let mut removed = 0;
-        for slot in 0..self.slots.len() {
-            if let Some(key) = self.slots[slot].as_ref().filter(|s| !keep(s)).map(|s| s.key) {
-                self.remove(&key);
-                removed += 1;
-            }
-        }
-        removed
-    }
-}
 
 /// One server's protocol state for all its clients. See the module documentation.
 pub struct ServerSession<S> {
@@ -220,11 +141,7 @@ impl<S: ContentSource> ServerSession<S> {
         ServerSession {
             config,
             source,
-            sessions: Sessions {
-                index: HashMap::with_hasher(hasher),
-                slots: Vec::new(),
-                free: Vec::new(),
-            },
+            sessions: Sessions::new(hasher),
             ring: VecDeque::new(),
             control: VecDeque::new(),
             tokens,
@@ -253,7 +170,7 @@ impl<S: ContentSource> ServerSession<S> {
 
     /// Sequence numbers queued over all sessions.
     pub fn queued(&self) -> u64 {
-        self.sessions.iter().map(|s| s.queued).sum()
+        self.sessions.iter().map(|s| s.queue.queued()).sum()
     }
 
     /// Changes the upload cap (bytes per second), e.g. when the device's spare upload changes.
@@ -267,8 +184,14 @@ impl<S: ContentSource> ServerSession<S> {
         self.stats.bytes_in += datagram.len() as u64;
         let message = match wire::decode(datagram) {
             Ok(m) => m,
-            Err(e) => {
-                self.reply_reject(from, datagram.len(), 0, e.reason(), 0);
+            // §7.7: answered only when the REJECT is no larger than the datagram.
+            Err(e) if datagram.len() >= wire::REJECT_LEN => {
+                let conn_id = wire::peek_conn_id(datagram).unwrap_or(0);
+                self.reply_reject(from, datagram.len(), conn_id, e.reason(), 0);
+                return;
+            }
+            Err(_) => {
+                self.stats.dropped += 1;
                 return;
             }
         };
@@ -331,15 +254,29 @@ impl<S: ContentSource> ServerSession<S> {
                     );
                     return;
                 };
-                if self.sessions.len() >= self.config.max_sessions {
-                    self.reply_reject(
-                        from,
-                        received,
-                        request.conn_id,
-                        wire::Reason::Overloaded,
-                        request.request_id,
-                    );
-                    return;
+                let room = self.sessions.make_room(
+                    now,
+                    from,
+                    self.config.max_sessions,
+                    self.config.max_sessions_per_source,
+                    self.config.evict_idle_after,
+                );
+                match room {
+                    Ok(None) => {}
+                    Ok(Some(victim)) => {
+                        self.stats.sessions_evicted += 1;
+                        self.close(victim);
+                    }
+                    Err(NoRoom) => {
+                        self.reply_reject(
+                            from,
+                            received,
+                            request.conn_id,
+                            wire::Reason::Overloaded,
+                            request.request_id,
+                        );
+                        return;
+                    }
                 }
                 self.stats.sessions_opened += 1;
                 let mut token = [0u8; TOKEN_LEN];
@@ -349,9 +286,8 @@ impl<S: ContentSource> ServerSession<S> {
                     content,
                     length: info.length,
                     token,
-                    queue: VecDeque::new(),
-                    queued: 0,
-                    last_active: now,
+                    queue: SeqQueue::default(),
+                    last_request: now,
                     active: false,
                 })
             }
@@ -359,22 +295,19 @@ impl<S: ContentSource> ServerSession<S> {
         let packet_size = u64::from(self.config.packet_size);
         let budget = self.config.request_budget;
         let session = self.sessions.get_mut(slot);
-        session.last_active = now;
+        session.last_request = now;
         let total_seqs = session.length.div_ceil(packet_size);
         let count = request.ranges.seq_count();
         if request.ranges.iter().any(|r| r.start + u64::from(r.len) > total_seqs) {
             self.reply(from, request.conn_id, wire::Reason::OutOfRange, request.request_id);
             return;
         }
-        if session.queued + count > budget {
+        if session.queue.queued() + count > budget {
             self.reply(from, request.conn_id, wire::Reason::Overloaded, request.request_id);
             return;
         }
-        session.queued += count;
-        // One push per range: `extend` through the ranges' iterator costs several times more.
-        session.queue.reserve(request.ranges.len());
         for r in request.ranges.iter() {
-            session.queue.push_back((request.request_id, r));
+            session.queue.push(request.request_id, r);
         }
         if !session.active {
             session.active = true;
@@ -391,31 +324,9 @@ impl<S: ContentSource> ServerSession<S> {
         let Some(slot) = found else {
             return;
         };
-        let session = self.sessions.get_mut(slot);
-        session.last_active = now;
-        let mut kept = VecDeque::with_capacity(session.queue.len());
-        for (id, r) in session.queue.drain(..) {
-            let mut pieces = vec![(r.start, r.start + u64::from(r.len))];
-            for c in cancel.ranges.iter() {
-                let (cs, ce) = (c.start, c.start + u64::from(c.len));
-                pieces = pieces
-                    .into_iter()
-                    .flat_map(|(s, e)| [(s, e.min(cs)), (s.max(ce), e)])
-                    .filter(|(s, e)| s < e)
-                    .collect();
-            }
-            kept.extend(pieces.into_iter().map(|(s, e)| {
-                (
-                    id,
-                    wire::SeqRange {
-                        start: s,
-                        len: (e - s) as u32,
-                    },
-                )
-            }));
-        }
-        session.queued = kept.iter().map(|(_, r)| u64::from(r.len)).sum();
-        session.queue = kept;
+        // Proportional to what it cancels (queue.rs); it does not count as activity.
+        let visits = self.sessions.get_mut(slot).queue.cancel(cancel.ranges.iter());
+        self.stats.cancel_visits += visits;
     }
 
     fn close(&mut self, key: SessionKey) {
@@ -561,18 +472,11 @@ impl<S: ContentSource> ServerSession<S> {
                 continue;
             };
             let session = self.sessions.get_mut(slot);
-            let Some((request_id, range)) = session.queue.front_mut() else {
+            let Some((request_id, seq)) = session.queue.pop() else {
                 session.active = false;
                 continue;
             };
-            let (request_id, seq) = (*request_id, range.start);
-            range.start += 1;
-            range.len -= 1;
-            if range.len == 0 {
-                session.queue.pop_front();
-            }
-            session.queued -= 1;
-            if session.queued > 0 {
+            if session.queue.queued() > 0 {
                 self.ring.push_back((key, slot));
             } else {
                 session.active = false;
@@ -622,7 +526,7 @@ impl<S: ContentSource> ServerSession<S> {
             return;
         }
         let idle = self.config.idle_timeout;
-        let closed = self.sessions.retain(|s| now - s.last_active < idle);
+        let closed = self.sessions.retain(|s| now - s.last_request < idle);
         self.stats.sessions_closed += closed as u64;
         self.next_expiry_check = now + idle / 4;
     }

@@ -279,14 +279,20 @@ fn bad_datagrams_get_a_reason_when_that_does_not_amplify() {
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &wrong_version);
     let out = drain(&mut s, Instant::ZERO);
     assert_eq!(reject_of(&out[0].1).reason, Reason::UnsupportedVersion);
-    // A one-byte datagram may not draw a 19-byte answer.
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), &[1]);
-    assert!(drain(&mut s, Instant::ZERO).is_empty());
-    // Truncated HELLO, large enough to answer.
-    let truncated = &hello(1, wire::ContentId([0; 32]))[..20];
-    s.handle_datagram(Instant::ZERO, addr(CLIENT), truncated);
+    // §7.7: a datagram shorter than the 19-byte REJECT gets nothing, whatever it holds (the
+    // 3x of §7.6 would allow an answer to one of 7 bytes and more).
+    let truncated_hello = hello(0x0102_0304_0506_0708, wire::ContentId([0; 32]));
+    for len in 1..wire::REJECT_LEN {
+        s.handle_datagram(Instant::ZERO, addr(CLIENT), &truncated_hello[..len]);
+        let out = drain(&mut s, Instant::ZERO);
+        assert!(out.is_empty(), "{len} bytes drew {out:?}");
+    }
+    // From 19 bytes on it is answered, naming the datagram's connection id.
+    s.handle_datagram(Instant::ZERO, addr(CLIENT), &truncated_hello[..wire::REJECT_LEN]);
     let out = drain(&mut s, Instant::ZERO);
-    assert_eq!(reject_of(&out[0].1).reason, Reason::Malformed);
+    let reject = reject_of(&out[0].1);
+    assert_eq!(reject.reason, Reason::Malformed);
+    assert_eq!(reject.conn_id, 0x0102_0304_0506_0708);
     // Oversized.
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &vec![1u8; 4000]);
     let out = drain(&mut s, Instant::ZERO);
@@ -305,6 +311,161 @@ fn bad_datagrams_get_a_reason_when_that_does_not_amplify() {
     .unwrap();
     s.handle_datagram(Instant::ZERO, addr(CLIENT), &data);
     assert!(drain(&mut s, Instant::ZERO).is_empty());
+}
+
+/// A HELLO from `from` on `conn_id`, then a REQUEST of one packet with its token, at `now`;
+/// returns what the REQUEST drew (DATA, or a REJECT).
+fn open(
+    s: &mut ServerSession<PatternContent>,
+    id: wire::ContentId,
+    from: SocketAddr,
+    conn_id: u64,
+    now: Instant,
+) -> Vec<u8> {
+    s.handle_datagram(now, from, &hello(conn_id, id));
+    let out = drain(s, now);
+    let Message::Welcome(w) = wire::decode(&out[0].1).unwrap() else {
+        panic!("expected WELCOME")
+    };
+    let token = w.token.to_vec();
+    s.handle_datagram(
+        now,
+        from,
+        &request(conn_id, &token, 1, &[SeqRange { start: 0, len: 1 }]),
+    );
+    let out = drain(s, now);
+    assert_eq!(out.len(), 1);
+    out[0].1.clone()
+}
+
+fn is_data(datagram: &[u8]) -> bool {
+    matches!(wire::decode(datagram).unwrap(), Message::Data(_))
+}
+
+#[test]
+fn one_source_cannot_take_the_table() {
+    // One address, any ports: at most max_sessions_per_source sessions, the rest Overloaded;
+    // another address still gets in.
+    let (mut s, content) = server(ServerConfig::default());
+    let now = Instant::ZERO;
+    let mut opened = 0;
+    for i in 0..1100u64 {
+        let from = SocketAddr::new("10.0.0.1".parse().unwrap(), 1000 + (i % 50) as u16);
+        let answer = open(&mut s, content.id, from, i, now);
+        if is_data(&answer) {
+            opened += 1;
+        } else {
+            assert_eq!(reject_of(&answer).reason, Reason::Overloaded);
+        }
+    }
+    assert_eq!(opened, ServerConfig::default().max_sessions_per_source);
+    assert!(is_data(&open(&mut s, content.id, addr(OTHER), 1, now)));
+    // An IPv6 host is one source over its /64.
+    for i in 0..40u64 {
+        let from = SocketAddr::new(format!("2001:db8::{i:x}").parse().unwrap(), 9);
+        open(&mut s, content.id, from, i, now);
+    }
+    assert_eq!(s.session_count(), 2 * 16 + 1);
+}
+
+#[test]
+fn a_full_table_gives_a_new_source_a_fair_share() {
+    let config = ServerConfig {
+        max_sessions: 64,
+        max_sessions_per_source: 16,
+        evict_idle_after: Duration::from_secs(5),
+        ..ServerConfig::default()
+    };
+    let (mut s, content) = server(config);
+    let mut now = Instant::ZERO;
+    // Four attacking addresses fill the table and keep every session busy.
+    let attacker = |n: u64| SocketAddr::new(format!("10.0.0.{}", 1 + n % 4).parse().unwrap(), 5000);
+    for i in 0..64u64 {
+        assert!(is_data(&open(&mut s, content.id, attacker(i), i, now)));
+    }
+    assert_eq!(s.session_count(), 64);
+    // A newcomer takes the stalest session of a source holding the most.
+    now += Duration::from_secs(1);
+    assert!(is_data(&open(&mut s, content.id, addr(OTHER), 1, now)));
+    assert_eq!(s.stats().sessions_evicted, 1);
+    // The attackers reopening (fresh connection ids, all sessions busy) cannot push it out:
+    // no source holds two more than the one asking.
+    for i in 100..400u64 {
+        now += Duration::from_millis(10);
+        open(&mut s, content.id, attacker(i), i, now);
+    }
+    let other = addr(OTHER);
+    s.handle_datagram(now, other, &hello(1, content.id));
+    let welcome = drain(&mut s, now);
+    let Message::Welcome(w) = wire::decode(&welcome[0].1).unwrap() else {
+        panic!()
+    };
+    s.handle_datagram(now, other, &request(1, w.token, 2, &[SeqRange { start: 1, len: 1 }]));
+    assert!(is_data(&drain(&mut s, now)[0].1), "the newcomer kept its session");
+    assert_eq!(s.session_count(), 64);
+}
+
+#[test]
+fn an_idle_session_gives_way_when_the_table_is_full() {
+    let config = ServerConfig {
+        max_sessions: 8,
+        evict_idle_after: Duration::from_secs(5),
+        ..ServerConfig::default()
+    };
+    let (mut s, content) = server(config);
+    for i in 0..8u64 {
+        let from = SocketAddr::new(format!("10.0.1.{i}").parse().unwrap(), 5000);
+        assert!(is_data(&open(&mut s, content.id, from, i, Instant::ZERO)));
+    }
+    // Everyone holds one: a newcomer is refused while all are busy...
+    let t1 = Instant::ZERO + Duration::from_secs(4);
+    assert_eq!(
+        reject_of(&open(&mut s, content.id, addr(OTHER), 1, t1)).reason,
+        Reason::Overloaded
+    );
+    // ...and gets the stalest once it has been silent for evict_idle_after.
+    let t2 = Instant::ZERO + Duration::from_secs(5);
+    assert!(is_data(&open(&mut s, content.id, addr(OTHER), 1, t2)));
+    assert_eq!(s.stats().sessions_evicted, 1);
+    assert_eq!(s.session_count(), 8);
+}
+
+#[test]
+fn a_cancel_flood_costs_what_it_cancels() {
+    // The worst queue for a walk: the whole budget as single numbers, 118 ranges per REQUEST;
+    // then CANCELs of 119 numbers that are not queued, as a flood would send.
+    let (mut s, token) = validated(ServerConfig::default());
+    let now = Instant::ZERO;
+    let mut request_id = 0;
+    let mut queued = 0u64;
+    while queued + 118 <= 4096 {
+        let ranges: Vec<SeqRange> = (0..118).map(|i| SeqRange { start: 2 * i, len: 1 }).collect();
+        s.handle_datagram(now, addr(CLIENT), &request(7, &token, request_id, &ranges));
+        request_id += 1;
+        queued += 118;
+    }
+    assert_eq!(s.queued(), queued);
+    let missing: Vec<SeqRange> = (0..119)
+        .map(|i| SeqRange {
+            start: 2 * i + 1,
+            len: 1,
+        })
+        .collect();
+    let mut cancel = Vec::new();
+    wire::encode_cancel(&mut cancel, 7, &token, &missing).unwrap();
+    for _ in 0..1000 {
+        s.handle_datagram(now, addr(CLIENT), &cancel);
+    }
+    assert_eq!(s.queued(), queued, "nothing was cancelled");
+    // Building the index once looks at nothing; each CANCEL then costs a lookup per chunk.
+    assert_eq!(s.stats().cancel_visits, 0);
+    // A CANCEL that removes numbers looks at the entries of the chunk it changes: the 32
+    // numbers of 0..64 that each REQUEST queued, not the whole queue.
+    let mut cancel = Vec::new();
+    wire::encode_cancel(&mut cancel, 7, &token, &[SeqRange { start: 0, len: 1 }]).unwrap();
+    s.handle_datagram(now, addr(CLIENT), &cancel);
+    assert_eq!(s.queued(), queued - request_id);
+    assert_eq!(s.stats().cancel_visits, 32 * request_id);
 }
 
 proptest! {

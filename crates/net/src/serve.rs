@@ -68,6 +68,8 @@ pub struct ServerConfig {
     /// Device id; `None`: derived from the advertised address.
     pub id: Option<String>,
     pub max_sessions: usize,
+    /// Most sessions of one source (an IPv4 address or an IPv6 /64).
+    pub max_sessions_per_source: usize,
     /// Address of the Prometheus endpoint (`GET /metrics`); `None`: none.
     pub metrics_listen: Option<SocketAddr>,
 }
@@ -86,6 +88,7 @@ impl ServerConfig {
             default_capacity_bps: 100_000_000,
             id: None,
             max_sessions: pcdn_core::ServerConfig::default().max_sessions,
+            max_sessions_per_source: pcdn_core::ServerConfig::default().max_sessions_per_source,
             metrics_listen: None,
         }
     }
@@ -222,6 +225,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         packet_size: DEFAULT_PACKET_SIZE as u16,
         token_key,
         max_sessions: config.max_sessions,
+        max_sessions_per_source: config.max_sessions_per_source,
         upload_rate: config.upload_limit_bps.map(|bps| (bps / 8).max(1)),
         ..pcdn_core::ServerConfig::default()
     };
@@ -643,6 +647,10 @@ pub struct ServerArgs {
     /// Most client sessions at once.
     #[arg(long, value_name = "N", default_value_t = pcdn_core::ServerConfig::default().max_sessions)]
     pub max_sessions: usize,
+    /// Most client sessions of one source address (IPv6: one /64) at once; when the table is
+    /// full, a new source takes a session from the one holding the most.
+    #[arg(long, value_name = "N", default_value_t = pcdn_core::ServerConfig::default().max_sessions_per_source)]
+    pub max_sessions_per_source: usize,
     /// Serve Prometheus metrics on http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
@@ -701,6 +709,10 @@ impl ServerArgs {
             check_device_id(id).context("--id")?;
         }
         anyhow::ensure!(self.max_sessions > 0, "--max-sessions: expected at least 1");
+        anyhow::ensure!(
+            self.max_sessions_per_source > 0,
+            "--max-sessions-per-source: expected at least 1"
+        );
         Ok(ServerConfig {
             store_dir: self.store.clone(),
             listen: self.listen,
@@ -712,6 +724,7 @@ impl ServerArgs {
             default_capacity_bps: self.capacity,
             id: self.id.clone(),
             max_sessions: self.max_sessions,
+            max_sessions_per_source: self.max_sessions_per_source,
             metrics_listen: self.metrics_listen,
         })
     }

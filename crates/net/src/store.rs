@@ -1,5 +1,5 @@
 //! A device's content store: a directory of imported files with their signed manifests, and
-//! the memory-mapped [`ContentSource`] the server reads packets from.
+//! the [`ContentSource`] the server reads packets from.
 //!
 //! Layout of `DIR` (docs/net.md):
 //!
@@ -16,12 +16,15 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+#[cfg(unix)]
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::RwLock;
 use std::time::{Duration, SystemTime};
 
 use pcdn_core::ed25519_dalek::SigningKey;
+use pcdn_core::log_limit::LogLimiter;
 use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE, VideoInfo};
 use pcdn_core::wire::ContentId;
 use pcdn_core::{ContentInfo, ContentSource, ManifestError, SignedManifest};
@@ -37,6 +40,13 @@ const IMPORT_PREFIX: &str = ".import-";
 const STALE_IMPORT_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Bytes read and written per step of an import.
 const IMPORT_CHUNK: usize = 1 << 20;
+/// A content found unservable is looked at again after this long, not on every HELLO: a
+/// HELLO flood for it then costs a map lookup, not a manifest read and decode. As long as
+/// the server's store rescan, so a repaired content comes back as fast as a new one.
+const RETRY_UNSERVABLE: Duration = Duration::from_secs(2);
+/// The store's warnings are logged at most once per cause (content and fault) per minute,
+/// with the count of those not logged: a fault stays visible at about 1 kB a minute.
+const WARN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why a store operation failed; every variant names the file involved.
 #[derive(Debug, thiserror::Error)]
@@ -289,7 +299,9 @@ impl Store {
         StoreSource {
             store: self.clone(),
             packet_size,
-            mapped: Arc::new(RwLock::new(IdMap::default())),
+            open: Arc::new(RwLock::new(IdMap::default())),
+            unservable: Arc::new(RwLock::new(IdMap::default())),
+            warnings: Arc::new(LogLimiter::new(WARN_INTERVAL)),
         }
     }
 }
@@ -409,26 +421,28 @@ impl std::hash::Hasher for IdHasher {
 
 type IdMap<V> = HashMap<ContentId, V, std::hash::BuildHasherDefault<IdHasher>>;
 
-/// One content mapped into memory.
-struct Mapped {
-    /// `None` for an empty content (an empty file cannot be mapped).
-    map: Option<memmap2::Mmap>,
+/// One content open for reading.
+struct Opened {
+    file: File,
     length: u64,
 }
 
-/// The server's [`ContentSource`] over a [`Store`]: each content's data file is memory-mapped
-/// on first use, and a content imported after the server started is found on its first miss
-/// (one directory lookup).
+/// The server's [`ContentSource`] over a [`Store`]: each content's data file is opened on
+/// first use and read with positioned reads (`pread`), and a content imported after the server
+/// started is found on its first miss (one directory lookup).
 ///
-/// The store's files are immutable once imported, which is what makes mapping them sound. If
-/// a data file is truncated while mapped anyway (by hand, outside pcdn), reading the vanished
-/// pages raises SIGBUS and kills the server: replace a content by importing, never by editing
-/// its file in place.
+/// A data file truncated under the server (by hand, outside pcdn) makes the reads past its
+/// new end fail: the content is dropped (its clients get REJECT UnknownContent, its next HELLO
+/// finds the length wrong) and every other content is served on. A memory map would turn the
+/// same reads into SIGBUS, which kills the process.
 #[derive(Clone)]
 pub struct StoreSource {
     store: Store,
     packet_size: u32,
-    mapped: Arc<RwLock<IdMap<Arc<Mapped>>>>,
+    open: Arc<RwLock<IdMap<Arc<Opened>>>>,
+    /// Contents found unservable, and when; looked at again after [`RETRY_UNSERVABLE`].
+    unservable: Arc<RwLock<IdMap<std::time::Instant>>>,
+    warnings: Arc<LogLimiter>,
 }
 
 impl std::fmt::Debug for StoreSource {
@@ -445,65 +459,94 @@ impl StoreSource {
         &self.store
     }
 
-    fn get(&self, id: &ContentId) -> Option<Arc<Mapped>> {
-        if let Some(m) = self.mapped.read().expect("store map lock").get(id) {
+    fn get(&self, id: &ContentId) -> Option<Arc<Opened>> {
+        if let Some(m) = self.open.read().expect("store map lock").get(id) {
             return Some(m.clone());
         }
-        let mapped = Arc::new(self.load(id)?);
-        self.mapped.write().expect("store map lock").insert(*id, mapped.clone());
-        Some(mapped)
-    }
-
-    /// Maps content `id` if the store holds it, complete and cut to this server's packet size.
-    fn load(&self, id: &ContentId) -> Option<Mapped> {
+        if let Some(since) = self.unservable.read().expect("store map lock").get(id) {
+            if since.elapsed() < RETRY_UNSERVABLE {
+                return None;
+            }
+        }
         let dir = self.store.content_dir(id);
         // The cheap check first: a miss for a content the store lacks costs one failed lookup.
         if !dir.is_dir() {
             return None;
         }
-        let manifest = match self.store.manifest(id) {
-            Ok(m) => m.manifest,
-            Err(e) => {
-                tracing::warn!(error = %e, "content not served");
-                return None;
+        match self.load(id, &dir) {
+            Ok(opened) => {
+                let opened = Arc::new(opened);
+                self.unservable.write().expect("store map lock").remove(id);
+                self.open.write().expect("store map lock").insert(*id, opened.clone());
+                Some(opened)
             }
-        };
+            Err((cause, message)) => {
+                // Only contents of the store get here, so the map is as bounded as the store.
+                self.unservable
+                    .write()
+                    .expect("store map lock")
+                    .insert(*id, std::time::Instant::now());
+                self.warn(id, cause, &message);
+                None
+            }
+        }
+    }
+
+    /// Logs `message` about content `id`, rate-limited per content and `cause`.
+    fn warn(&self, id: &ContentId, cause: &str, message: &str) {
+        let content = content_id_hex(id);
+        if let Some(suppressed) = self.warnings.allow(&format!("{content} {cause}")) {
+            tracing::warn!(%content, suppressed, "content not served: {message}");
+        }
+    }
+
+    /// Opens content `id` if the store holds it, complete and cut to this server's packet
+    /// size; otherwise the cause (a short fixed name) and what is wrong.
+    fn load(&self, id: &ContentId, dir: &Path) -> Result<Opened, (&'static str, String)> {
+        let manifest = self
+            .store
+            .manifest(id)
+            .map_err(|e| ("manifest", e.to_string()))?
+            .manifest;
         if manifest.packet_size != self.packet_size {
-            tracing::warn!(
-                content = %content_id_hex(id),
-                manifest_packet_size = manifest.packet_size,
-                server_packet_size = self.packet_size,
-                "content not served: its packet size differs from the server's"
-            );
-            return None;
+            return Err((
+                "packet size",
+                format!(
+                    "its packet size {} differs from the server's {}",
+                    manifest.packet_size, self.packet_size
+                ),
+            ));
         }
         let path = dir.join(DATA_FILE);
-        let file = File::open(&path)
-            .map_err(|e| tracing::warn!(path = %path.display(), error = %e, "content not served"))
-            .ok()?;
-        let length = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        let file = File::open(&path).map_err(|e| ("data", format!("{}: {e}", path.display())))?;
+        let length = file
+            .metadata()
+            .map_err(|e| ("data", format!("{}: {e}", path.display())))?
+            .len();
         if length != manifest.length {
-            tracing::warn!(
-                path = %path.display(),
-                file_length = length,
-                manifest_length = manifest.length,
-                "content not served: the data file's length differs from its manifest"
-            );
-            return None;
+            return Err((
+                "length",
+                format!(
+                    "{}: {length} bytes, the manifest says {}",
+                    path.display(),
+                    manifest.length
+                ),
+            ));
         }
-        let map = if length == 0 {
-            None
-        } else {
-            // SAFETY: store files are immutable once imported (see the type's documentation).
-            match unsafe { memmap2::Mmap::map(&file) } {
-                Ok(map) => Some(map),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "content not served: cannot map it");
-                    return None;
-                }
-            }
-        };
-        Some(Mapped { map, length })
+        Ok(Opened { file, length })
+    }
+
+    /// Reads `buf.len()` bytes at `offset`, all or nothing.
+    fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        #[cfg(unix)]
+        return file.read_exact_at(buf, offset);
+        #[cfg(not(unix))]
+        {
+            use std::io::Seek;
+            let mut f = file;
+            f.seek(io::SeekFrom::Start(offset))?;
+            f.read_exact(buf)
+        }
     }
 }
 
@@ -513,22 +556,29 @@ impl ContentSource for StoreSource {
     }
 
     fn read(&self, id: &ContentId, offset: u64, buf: &mut [u8]) -> bool {
-        // `info` mapped the content before any session could ask for its bytes.
-        let mapped = self.mapped.read().expect("store map lock");
-        let Some(mapped) = mapped.get(id) else {
+        // `info` opened the content before any session could ask for its bytes.
+        let Some(opened) = self.open.read().expect("store map lock").get(id).cloned() else {
             return false;
         };
-        let Some(map) = &mapped.map else {
-            return buf.is_empty();
-        };
-        let Some(range) = usize::try_from(offset)
-            .ok()
-            .and_then(|start| Some(start..start.checked_add(buf.len())?))
-            .filter(|r| r.end <= map.len())
-        else {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|end| end > opened.length)
+        {
             return false;
-        };
-        buf.copy_from_slice(&map[range]);
-        true
+        }
+        match Self::read_at(&opened.file, offset, buf) {
+            Ok(()) => true,
+            Err(e) => {
+                // Truncated or failing under us: drop it, so the next HELLO looks again.
+                self.open.write().expect("store map lock").remove(id);
+                let path = self.store.data_path(id);
+                self.warn(
+                    id,
+                    "read",
+                    &format!("{}: reading {} bytes at {offset}: {e}", path.display(), buf.len()),
+                );
+                false
+            }
+        }
     }
 }
