@@ -57,12 +57,15 @@ pub struct EmulateArgs {
     /// A client silent both ways this long loses its upstream socket.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "60s")]
     pub idle_timeout: Duration,
+    /// Most clients mapped at once; a new one then takes the place of the longest silent.
+    #[arg(long, value_name = "N", default_value_t = crate::relay::DEFAULT_MAX_CLIENTS, value_parser = parse_max_clients)]
+    pub max_clients: usize,
     /// Several relays from a links file (`[[relay]]` tables; see docs/emulator.md) instead of
     /// the link flags.
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["listen", "to", "rate", "trace", "rate_up", "delay", "jitter", "loss", "loss_up", "queue", "idle_timeout"]
+        conflicts_with_all = ["listen", "to", "rate", "trace", "rate_up", "delay", "jitter", "loss", "loss_up", "queue", "idle_timeout", "max_clients"]
     )]
     pub config: Option<PathBuf>,
     /// Seed of the links' loss and jitter (replaces a links file's top-level seed) [default: 1].
@@ -111,7 +114,16 @@ pub fn relay_from_flags(args: &EmulateArgs) -> anyhow::Result<RelayConfig> {
         up,
         seed: args.seed.unwrap_or(DEFAULT_SEED),
         idle_timeout: args.idle_timeout,
+        max_clients: args.max_clients,
     })
+}
+
+/// `--max-clients`: a whole number of at least 1.
+fn parse_max_clients(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, got \"{text}\"")),
+    }
 }
 
 /// Runs `pcdn emulate` until SIGINT or SIGTERM.

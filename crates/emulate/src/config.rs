@@ -15,7 +15,7 @@ use serde::de::{self, Deserializer};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::relay::{DEFAULT_IDLE_TIMEOUT, RelayConfig, default_up_link};
+use crate::relay::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS, RelayConfig, default_up_link};
 
 /// Seed of a file without a `seed` key.
 const DEFAULT_SEED: u64 = 1;
@@ -77,6 +77,9 @@ pub fn parse_config(
                 "expected a positive duration such as \"60s\"".into(),
             ));
         }
+        if r.max_clients == Some(0) {
+            return Err(err("max_clients", "expected at least 1".into()));
+        }
         let down = ctx.link(&tree, &format!("{key}.down"), r.down, base_dir)?;
         let up = match r.up {
             Some(up) => ctx.link(&tree, &format!("{key}.up"), up, base_dir)?,
@@ -89,6 +92,7 @@ pub fn parse_config(
             up,
             seed: r.seed.unwrap_or_else(|| base_seed.wrapping_add(i as u64)),
             idle_timeout: r.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
+            max_clients: r.max_clients.unwrap_or(DEFAULT_MAX_CLIENTS),
         });
     }
     Ok(relays)
@@ -121,6 +125,7 @@ struct RawRelay {
     seed: Option<u64>,
     #[serde(default, deserialize_with = "units::de::opt_duration")]
     idle_timeout: Option<Duration>,
+    max_clients: Option<usize>,
 }
 
 /// A socket address, or `host:port` resolved now (the first address wins).

@@ -21,6 +21,6 @@ pub use cli::{EmulateArgs, parse_probability, parse_queue, relay_from_flags, run
 pub use config::{ConfigError, load_config, parse_config};
 pub use describe::{describe_link, describe_rate};
 pub use relay::{
-    DEFAULT_IDLE_TIMEOUT, DirectionStats, RelayConfig, RelayError, RelayHandle, RelayStats, default_up_link,
-    spawn_relay,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS, DirectionStats, RelayConfig, RelayError, RelayHandle, RelayStats,
+    default_up_link, spawn_relay,
 };

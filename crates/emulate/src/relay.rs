@@ -2,7 +2,8 @@
 //! server → client, the data; "up": client → server, the requests) shared by all its clients.
 //!
 //! Tasks: the listen task receives clients' datagrams (opening a client's upstream socket on
-//! its first datagram, closing it after `idle_timeout` of silence both ways) and offers them to
+//! its first datagram, closing it after `idle_timeout` of silence both ways, or when
+//! `max_clients` are mapped and it is the longest silent, as a NAT's table does) and offers them to
 //! the up link; one task per client receives the server's answers and offers them to the down
 //! link; one pump per link sleeps until the link's `next_due`, takes every packet that has left
 //! it, and sends them. A link sits behind a mutex held only to enqueue or dequeue.
@@ -14,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use pcdn_core::log_limit::LogLimiter;
 use pcdn_core::time::Instant;
 use pcdn_sim::scenario::UNLIMITED_RATE_BPS;
 use pcdn_sim::{Jitter, Link, LinkConfig, LinkError, Loss, Packet, QueueLimit, Rate, link_seed};
@@ -36,8 +38,12 @@ const MAX_DATAGRAM: usize = 65_535;
 /// Socket buffers asked for (the kernel may cap them): loopback bursts at hundreds of Mbit/s
 /// overflow the default ~200 kB before a busy task gets to read.
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
-/// Clients one relay keeps at once; more would each cost a socket and a task.
-const MAX_CLIENTS: usize = 4096;
+/// Clients one relay maps at once by default: each costs a socket and a task. A lab fetch
+/// uses one mapping per relay, and 128 keeps seven relays under a 1,024-descriptor limit.
+pub const DEFAULT_MAX_CLIENTS: usize = 128;
+/// A relay's warnings (an upstream socket it cannot open) are logged at most once a minute per
+/// cause, with the count of those not logged: a flood of new source ports cannot fill the log.
+const WARN_INTERVAL: Duration = Duration::from_secs(60);
 /// A pump yields instead of sleeping when the next exit is nearer than this: tokio's timer
 /// rounds every sleep up to a whole millisecond, which would delay a packet whose exit is
 /// microseconds away (an unshaped or very fast link) by up to 1 ms.
@@ -60,6 +66,8 @@ pub struct RelayConfig {
     /// A client silent both ways this long loses its upstream socket (its next datagram opens
     /// a new one, so the server sees a new address).
     pub idle_timeout: Duration,
+    /// Most clients mapped at once; a new one then takes the place of the longest silent.
+    pub max_clients: usize,
 }
 
 impl RelayConfig {
@@ -73,6 +81,7 @@ impl RelayConfig {
             down,
             seed: 0,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_clients: DEFAULT_MAX_CLIENTS,
         }
     }
 
@@ -154,6 +163,8 @@ pub struct RelayStats {
     pub clients: u64,
     /// Upstream sockets opened since the start.
     pub clients_total: u64,
+    /// Mappings closed to make room for a new client (`max_clients`).
+    pub clients_evicted: u64,
 }
 
 /// A running relay. Dropping it stops the relay too; [`RelayHandle::shutdown`] also waits.
@@ -181,6 +192,7 @@ impl RelayHandle {
             up: self.shared.up.stats(),
             clients: self.shared.clients.load(Relaxed),
             clients_total: self.shared.clients_total.load(Relaxed),
+            clients_evicted: self.shared.clients_evicted.load(Relaxed),
         }
     }
 
@@ -220,10 +232,13 @@ pub async fn spawn_relay(config: RelayConfig) -> Result<RelayHandle, RelayError>
         listen: Arc::new(listen),
         to: config.to,
         idle_timeout: config.idle_timeout,
+        max_clients: config.max_clients.max(1),
         down: Direction::new(down),
         up: Direction::new(up),
         clients: AtomicU64::new(0),
         clients_total: AtomicU64::new(0),
+        clients_evicted: AtomicU64::new(0),
+        warnings: LogLimiter::new(WARN_INTERVAL),
     });
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -245,10 +260,13 @@ struct Shared {
     listen: Arc<UdpSocket>,
     to: SocketAddr,
     idle_timeout: Duration,
+    max_clients: usize,
     down: Direction,
     up: Direction,
     clients: AtomicU64,
     clients_total: AtomicU64,
+    clients_evicted: AtomicU64,
+    warnings: LogLimiter,
 }
 
 #[derive(Clone, Copy)]
@@ -448,7 +466,7 @@ async fn listen_task(shared: Arc<Shared>, cancel: CancellationToken, tasks: Task
             };
             let client = match clients.get(&from) {
                 Some(c) => c.clone(),
-                None => match open_client(&shared, &cancel, &tasks, from, now, clients.len()) {
+                None => match open_client(&shared, &cancel, &tasks, from, now, &mut clients) {
                     Some(c) => {
                         clients.insert(from, c.clone());
                         c
@@ -474,27 +492,42 @@ async fn listen_task(shared: Arc<Shared>, cancel: CancellationToken, tasks: Task
     }
 }
 
-/// Opens a new client's upstream socket and starts its receive task.
+/// Opens a new client's upstream socket and starts its receive task, first closing the
+/// longest silent client's if `max_clients` are mapped (a scan, paid only by a new client
+/// at the cap).
 fn open_client(
     shared: &Arc<Shared>,
     cancel: &CancellationToken,
     tasks: &TaskTracker,
     addr: SocketAddr,
     now: u64,
-    clients: usize,
+    clients: &mut HashMap<SocketAddr, Arc<Client>>,
 ) -> Option<Arc<Client>> {
-    if clients >= MAX_CLIENTS {
-        warn!("relay -> {}: {MAX_CLIENTS} clients already, ignoring {addr}", shared.to);
-        return None;
+    if clients.len() >= shared.max_clients {
+        let stalest = clients
+            .iter()
+            .min_by_key(|(_, c)| c.last_active.load(Relaxed))
+            .map(|(a, _)| *a);
+        if let Some(old) = stalest.and_then(|a| clients.remove(&a)) {
+            debug!(
+                "relay -> {}: {} clients, mapping of the longest silent closed",
+                shared.to, shared.max_clients
+            );
+            old.cancel.cancel();
+            shared.clients.fetch_sub(1, Relaxed);
+            shared.clients_evicted.fetch_add(1, Relaxed);
+        }
     }
     let bind = upstream_bind_addr(shared.to);
     let upstream = match bind_udp(bind) {
         Ok(s) => s,
         Err(e) => {
-            warn!(
-                "relay -> {}: cannot open an upstream socket on {bind} for {addr}: {e}",
-                shared.to
-            );
+            if let Some(suppressed) = shared.warnings.allow(&format!("bind {:?}", e.kind())) {
+                warn!(
+                    suppressed,
+                    "relay -> {}: cannot open an upstream socket on {bind} for {addr}: {e}", shared.to
+                );
+            }
             return None;
         }
     };

@@ -217,6 +217,64 @@ async fn idle_clients_get_a_new_mapping() {
     assert_eq!((stats.clients, stats.clients_total), (1, 2));
 }
 
+/// Sockets this process has open (every file descriptor).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_source_ports_keeps_the_mappings_bounded() {
+    // 2,000 source ports, one datagram each, beside a client that keeps talking: the relay
+    // holds at most its default max_clients upstream sockets, the flood's stalest give way,
+    // and the talking client keeps its mapping (the server sees one address for it).
+    let echo = Echo::start().await;
+    let config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), echo.addr, unshaped(Duration::ZERO));
+    let max = config.max_clients;
+    assert_eq!(max, pcdn_emulate::DEFAULT_MAX_CLIENTS);
+    let relay = spawn_relay(config).await.unwrap();
+    let fds_before = open_fds();
+    let client = udp().await;
+    let mut buf = [0u8; 16];
+    let mut most_clients = 0;
+    // Kept open, so that no port is handed out twice.
+    let mut ports = Vec::new();
+    for i in 0..2000u32 {
+        if i % 50 == 0 {
+            client.send_to(b"ping", relay.local_addr()).await.unwrap();
+            tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+                .await
+                .expect("the talking client is answered")
+                .unwrap();
+            most_clients = most_clients.max(relay.stats().clients);
+        }
+        let port = udp().await;
+        port.send_to(&i.to_be_bytes(), relay.local_addr()).await.unwrap();
+        ports.push(port);
+    }
+    let start = Instant::now();
+    while relay.stats().up.in_packets < 2000 + 40 && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(10 * MS).await;
+    }
+    let stats = relay.stats();
+    most_clients = most_clients.max(stats.clients);
+    assert!(
+        most_clients <= max as u64,
+        "{most_clients} clients mapped at once, cap {max}"
+    );
+    assert_eq!(stats.clients_total, 2001, "every source was mapped when it spoke");
+    assert_eq!(stats.clients_evicted, 2001 - max as u64);
+    let fds_grew = open_fds().saturating_sub(fds_before + ports.len() + 1);
+    // Other tests of this binary open a few sockets meanwhile: a wide margin.
+    assert!(
+        fds_grew <= max + 100,
+        "{fds_grew} more descriptors than before the flood"
+    );
+    let client_addr = client.local_addr().unwrap();
+    let seen = echo.seen.lock().unwrap().clone();
+    let talking: Vec<_> = seen.values().filter(|&&n| n >= 40).collect();
+    assert_eq!(talking.len(), 1, "the talking client kept one mapping ({client_addr})");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unshaped_relay_carries_a_heavy_load() {
     // 30 MB (240 Mbit) both ways with 64 datagrams in flight: every one must come back. How
