@@ -343,12 +343,16 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
                     &mut phase,
                 )
                 .await;
+                {
+                    let mut s = shared.lock().expect("not poisoned");
+                    s.0.absorb(std::mem::take(&mut phase));
+                    s.2 &= ok;
+                }
                 let mut times = Vec::new();
                 lookups(&tracker_url, content, 20, &mut times, &mut phase).await;
                 let mut s = shared.lock().expect("not poisoned");
                 s.0.absorb(phase);
                 s.1.extend(times);
-                s.2 &= ok;
             }
         }
     });
