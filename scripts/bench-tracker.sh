@@ -26,6 +26,7 @@ apt_install() {
 }
 command -v wrk >/dev/null || apt_install wrk
 [[ $store == redis ]] && { command -v redis-server >/dev/null || apt_install redis-server; }
+python3 -c 'import cryptography' 2>/dev/null || apt_install python3-cryptography
 
 if [[ -z "${PCDN:-}" ]]; then
 	cargo build --release --locked -p pcdn-cli
@@ -42,7 +43,7 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-echo "bench-tracker-secret" >"$work/SECRET"
+"$pcdn" operator init "$work/operator" >/dev/null
 if [[ $store == redis ]]; then
 	redis_port=$(free_port)
 	redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >/dev/null &
@@ -54,15 +55,15 @@ else
 fi
 port=$(free_port)
 url="http://127.0.0.1:$port"
-RUST_LOG=warn "$pcdn" tracker --listen "127.0.0.1:$port" --store "$store_url" --secret-file "$work/SECRET" --ttl 7200 \
+RUST_LOG=warn "$pcdn" tracker --listen "127.0.0.1:$port" --store "$store_url" --operator-key "$work/operator/operator.pub" --ttl 7200 \
 	--lookup-rate 0 --write-rate 0 & # one source registers every device and floods: measure the store, not the limits
 pids+=($!)
 for _ in $(seq 100); do curl -fs "$url/health" >/dev/null && break; sleep 0.1; done
 
 cid=$(printf 'pcdn bench content' | sha256sum | cut -c1-64)
 small=$(printf 'pcdn bench small content' | sha256sum | cut -c1-64)
-python3 scripts/tracker-load.py "$url" bench-tracker-secret "$devices" "$cid"
-python3 scripts/tracker-load.py "$url" bench-tracker-secret 1 "$small" --prefix lonely --threads 1
+python3 scripts/tracker-load.py "$url" "$work/operator/operator.key" "$devices" "$cid"
+python3 scripts/tracker-load.py "$url" "$work/operator/operator.key" 1 "$small" --prefix lonely --threads 1
 echo "store: $store_url; $devices devices announce $cid, one announces $small"
 echo "one lookup: $(curl -fs "$url/v1/contents/$cid/servers?n=8" | head -c 200)..."
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail, ensure};
 use pcdn_emulate::{RelayConfig, RelayHandle, spawn_relay};
+use pcdn_identity::{DeviceIdentity, Role};
 use pcdn_net::fetch::{FetchConfig, FetchReport, fetch};
 use pcdn_net::serve::{ServerConfig, ServerHandle, TrackerSettings, spawn_server};
 use pcdn_net::store::Store;
@@ -194,11 +195,14 @@ async fn demo(args: &DemoArgs, dir: &Path) -> anyhow::Result<DemoOutput> {
     write_sample(&sample, args.size, args.seed)?;
     let expected = blake3_file(&sample)?;
 
-    let secret = format!("demo-{:016x}", rand_u64()?);
+    // The operator's key and one credential per device, as an operator would make them
+    // (`pcdn operator init` and `pcdn operator enroll`).
+    let operator_dir = dir.join("operator");
+    let operator = pcdn_identity::files::init_operator(&operator_dir)?;
     let tracker = pcdn_tracker::bind(TrackerConfig::new(
         "127.0.0.1:0".parse()?,
         StoreUrl::Sqlite(dir.join("tracker.db")),
-        secret.clone(),
+        operator.public(),
     ))
     .await
     .context("starting the tracker")?;
@@ -221,7 +225,15 @@ async fn demo(args: &DemoArgs, dir: &Path) -> anyhow::Result<DemoOutput> {
                 .with_context(|| format!("importing the sample into {}", store_dir.display()))?;
             ensure!(content.is_none_or(|c| c == id), "the same sample got two content ids");
             content = Some(id);
-            let (relay, server) = start_device(device, index, &store_dir, &tracker_url, &secret, args.seed).await?;
+            let role = if device.origin { Role::Origin } else { Role::Edge };
+            let not_after = pcdn_identity::unix_millis() / 1000 + 86_400;
+            let identity = operator
+                .enroll(device.name, role, pcdn_identity::unix_millis(), not_after)
+                .map_err(anyhow::Error::msg)?;
+            let credential = operator_dir.join(format!("{}.cred", device.name));
+            pcdn_identity::files::write_credential(&credential, &identity)?;
+            let identity = pcdn_identity::files::read_credential(&credential)?;
+            let (relay, server) = start_device(device, index, &store_dir, &tracker_url, identity, args.seed).await?;
             say(
                 json,
                 format_args!(
@@ -296,7 +308,7 @@ async fn start_device(
     index: usize,
     store_dir: &Path,
     tracker_url: &str,
-    secret: &str,
+    identity: DeviceIdentity,
     seed: u64,
 ) -> anyhow::Result<(RelayHandle, ServerHandle)> {
     // The relay must know the server's address and the server must know the relay's: take a
@@ -312,11 +324,10 @@ async fn start_device(
     let mut config = ServerConfig::new(store_dir, server_addr);
     config.advertise = Some(relay.local_addr());
     config.origin = device.origin;
-    config.id = Some(device.name.to_owned());
     config.default_capacity_bps = device.rate_bps;
     config.tracker = Some(TrackerSettings {
         url: tracker_url.to_owned(),
-        secret: secret.to_owned(),
+        identity,
     });
     let server = spawn_server(config)
         .await
@@ -377,12 +388,6 @@ fn blake3_file(path: &Path) -> anyhow::Result<blake3::Hash> {
         .update_reader(std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?)
         .with_context(|| format!("reading {}", path.display()))?;
     Ok(hasher.finalize())
-}
-
-fn rand_u64() -> anyhow::Result<u64> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
-    Ok(u64::from_le_bytes(bytes))
 }
 
 fn print_table(output: &DemoOutput) {

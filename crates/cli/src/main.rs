@@ -3,6 +3,7 @@
 mod bench;
 mod config_file;
 mod demo;
+mod operator;
 mod progress;
 mod sim;
 
@@ -34,6 +35,8 @@ enum Command {
     Fetch(pcdn_net::fetch::FetchArgs),
     /// List the schedulers and congestion controls pcdn knows.
     List,
+    /// The operator's tools: create the operator key, enroll devices, revoke them.
+    Operator(operator::OperatorArgs),
     /// Download a content and serve it while it arrives over a local HTTP gateway for video
     /// players (ffplay, mpv, VLC, a browser); prints the URLs.
     Play(pcdn_net::play::PlayArgs),
@@ -68,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             sim::print_list();
             Ok(())
         }
+        Command::Operator(args) => operator::run(args),
         Command::Play(args) => pcdn_net::play::run_play(args),
         Command::Serve(args) => pcdn_net::serve::run_serve(args),
         Command::Sim(args) => sim::run(args),

@@ -39,15 +39,15 @@ const PKI_COMMANDS: &[&str] = &[
 /// On the server: the tracker, then the origin (each line of a block runs in order; a line
 /// starting `pcdn serve` or `pcdn tracker` stays running).
 const SERVER_COMMANDS: &[&str] = &[
-    "pcdn tracker --listen 198.51.100.10:7800 --store sqlite:tracker.db --secret-file SECRET --tls-cert tracker.crt --tls-key tracker.key",
+    "pcdn tracker --listen 198.51.100.10:7800 --store sqlite:tracker.db --operator-key operator.pub --tls-cert tracker.crt --tls-key tracker.key",
     "pcdn add sample.bin --store origin/",
-    "pcdn serve --store origin/ --listen 198.51.100.10:7802 --tracker https://198.51.100.10:7800 --tracker-ca ca.crt --secret-file SECRET --origin --id origin-1 --upload-limit 8mbit",
+    "pcdn serve --store origin/ --listen 198.51.100.10:7802 --tracker https://198.51.100.10:7800 --tracker-ca ca.crt --credential origin-1.cred --upload-limit 8mbit",
 ];
 
-/// On each edge at home (`ID` is edge-1, edge-2, ...).
+/// On each edge at home (`edge.cred` is its credential, enrolled as edge-1, edge-2, ...).
 const EDGE_COMMANDS: &[&str] = &[
     "pcdn add sample.bin --store edge/",
-    "pcdn serve --store edge/ --listen 192.168.1.2:7801 --tracker https://198.51.100.10:7800 --tracker-ca ca.crt --secret-file SECRET --id ID",
+    "pcdn serve --store edge/ --listen 192.168.1.2:7801 --tracker https://198.51.100.10:7800 --tracker-ca ca.crt --credential edge.cred",
 ];
 
 /// On the viewer (`CONTENT` is the id `pcdn add` printed).
@@ -355,13 +355,29 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
     let edge2 = Machine::new(&home2, tmp.path(), "edge-2");
     let viewer = Machine::new(&home3, tmp.path(), "viewer");
     let data = sample();
+    // The operator, on its own machine: the key pair, the tracker gets operator.pub, each
+    // device its credential.
+    let operator = tmp.path().join("operator");
+    common::pcdn_ok(&["operator".as_ref(), "init".as_ref(), operator.as_os_str()]);
+    std::fs::copy(operator.join("operator.pub"), server.dir.join("operator.pub")).unwrap();
+    let enroll = |id: &str, role: &str, file: &std::path::Path| {
+        common::pcdn_ok(&[
+            "operator".as_ref(),
+            "enroll".as_ref(),
+            operator.as_os_str(),
+            "--id".as_ref(),
+            id.as_ref(),
+            "--role".as_ref(),
+            role.as_ref(),
+            "-o".as_ref(),
+            file.as_os_str(),
+        ]);
+    };
+    enroll("origin-1", "origin", &server.dir.join("origin-1.cred"));
+    enroll("edge-1", "edge", &edge1.dir.join("edge.cred"));
+    enroll("edge-2", "edge", &edge2.dir.join("edge.cred"));
     for m in [&server, &edge1, &edge2] {
         std::fs::write(m.dir.join("sample.bin"), &data).unwrap();
-        std::fs::write(
-            m.dir.join("SECRET"),
-            "a long random secret shared by the tracker and its devices\n",
-        )
-        .unwrap();
     }
 
     for line in PKI_COMMANDS {
@@ -448,11 +464,7 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
     let edge4 = Machine::new(&home4, tmp.path(), "edge-4");
     std::fs::write(edge4.dir.join("sample.bin"), &data).unwrap();
     std::fs::copy(&ca, edge4.dir.join("ca.crt")).unwrap();
-    std::fs::write(
-        edge4.dir.join("SECRET"),
-        "a long random secret shared by the tracker and its devices\n",
-    )
-    .unwrap();
+    enroll("edge-4", "edge", &edge4.dir.join("edge.cred"));
     edge4.once(EDGE_COMMANDS[0], &[]);
     let symmetric = edge4.spawn("edge-4", EDGE_COMMANDS[1], &[("ID", "edge-4")]);
     let procs: Vec<&Proc> = [&tracker, &origin, &symmetric].into_iter().chain(&edges).collect();

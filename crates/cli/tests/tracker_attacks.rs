@@ -17,7 +17,9 @@ use tokio::net::{TcpSocket, TcpStream};
 /// `pcdn tracker` on `addr` with an in-memory store and `extra` flags, under `prefix` (e.g.
 /// `prlimit`); waits until `/health` answers.
 fn start(dir: &Path, addr: SocketAddr, prefix: &[&str], extra: &[&str]) -> Proc {
-    std::fs::write(dir.join("SECRET"), "attack-test-secret").unwrap();
+    if !common::operator_dir(dir).join("operator.pub").exists() {
+        common::operator_init(dir);
+    }
     let mut command = match prefix.split_first() {
         Some((program, args)) => {
             let mut command = Command::new(program);
@@ -29,8 +31,8 @@ fn start(dir: &Path, addr: SocketAddr, prefix: &[&str], extra: &[&str]) -> Proc 
     command
         .arg("tracker")
         .args(["--listen", &addr.to_string(), "--store", "sqlite::memory:"])
-        .arg("--secret-file")
-        .arg(dir.join("SECRET"))
+        .arg("--operator-key")
+        .arg(common::operator_dir(dir).join("operator.pub"))
         .args(extra)
         .env("RUST_LOG", "info");
     let proc = Proc::spawn("tracker", &mut command);

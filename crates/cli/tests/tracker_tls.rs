@@ -77,15 +77,15 @@ fn fetch_reaches_an_https_tracker_with_its_ca_and_fails_clearly_without() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     make_pki(d);
-    std::fs::write(d.join("SECRET"), "tls-test-secret").unwrap();
+    common::operator_init(d);
     let addr = free_tcp();
     let mut tracker = Proc::spawn(
         "tracker",
         pcdn()
             .arg("tracker")
             .args(["--listen", &addr.to_string(), "--store", "sqlite::memory:"])
-            .arg("--secret-file")
-            .arg(d.join("SECRET"))
+            .arg("--operator-key")
+            .arg(common::operator_dir(d).join("operator.pub"))
             .arg("--tls-cert")
             .arg(d.join("tracker.crt"))
             .arg("--tls-key")
@@ -129,8 +129,8 @@ fn fetch_reaches_an_https_tracker_with_its_ca_and_fails_clearly_without() {
     let output = pcdn()
         .arg("tracker")
         .args(["--listen", &free_tcp().to_string(), "--store", "sqlite::memory:"])
-        .arg("--secret-file")
-        .arg(d.join("SECRET"))
+        .arg("--operator-key")
+        .arg(common::operator_dir(d).join("operator.pub"))
         .arg("--tls-cert")
         .arg(d.join("tracker.crt"))
         .arg("--tls-key")

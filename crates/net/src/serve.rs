@@ -26,6 +26,7 @@ use crate::metrics::{ReasonLabel, ServerMetrics, ServerSnapshot, reason_name};
 use crate::socket::{RecvBatch, SendBatch, Socket};
 use crate::store::{Store, StoreSource, content_id_hex};
 use crate::tracker_client::{Heartbeat, Registration, TrackerClient};
+use pcdn_identity::{DeviceIdentity, Role};
 
 /// Datagrams one send batch holds at most before the loop reads its socket again.
 pub const MAX_SEND_BATCH: usize = 256;
@@ -39,12 +40,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How long a shutdown waits for the tracker to acknowledge the deregistration.
 const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Where a device finds its tracker.
+/// Where a device finds its tracker, and who it is there.
 #[derive(Clone, Debug)]
 pub struct TrackerSettings {
     pub url: String,
-    /// The shared secret of the device-side endpoints.
-    pub secret: String,
+    /// The device's operator-signed credential and key: its id and role at the tracker.
+    pub identity: DeviceIdentity,
 }
 
 /// A serving device's settings.
@@ -60,12 +61,15 @@ pub struct ServerConfig {
     /// PEM file of the CA that signed an https tracker's certificate; `None`: the system's roots.
     pub tracker_ca: Option<PathBuf>,
     /// This device is the CDN origin: its manifests are authoritative, and it serves everything.
+    /// With a tracker, the credential's role decides, and `true` here with an edge credential
+    /// is an error.
     pub origin: bool,
     /// Upload cap in bit/s (whole datagrams); `None`: unlimited.
     pub upload_limit_bps: Option<u64>,
     /// Upload capacity registered with the tracker when there is no upload limit, bit/s.
     pub default_capacity_bps: u64,
-    /// Device id; `None`: derived from the advertised address.
+    /// Device id; `None`: the credential's id, or without a tracker one derived from the
+    /// advertised address. With a credential it must be the credential's id.
     pub id: Option<String>,
     pub max_sessions: usize,
     /// Most sessions of one source (an IPv4 address or an IPv6 /64).
@@ -203,14 +207,12 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
     let socket = Socket::bind(config.listen).with_context(|| format!("binding UDP {}", config.listen))?;
     let local_addr = socket.local_addr()?;
     let advertise = config.advertise.unwrap_or(local_addr);
-    let id = config
-        .id
-        .clone()
-        .unwrap_or_else(|| default_device_id(config.origin, advertise));
+    let (id, origin) = identity_of(&config)?;
+    let id = id.unwrap_or_else(|| default_device_id(origin, advertise));
     check_device_id(&id)?;
     let tracker = match &config.tracker {
         Some(t) => {
-            let client = TrackerClient::new(&t.url, Some(t.secret.clone()))?;
+            let client = TrackerClient::new(&t.url, Some(t.identity.clone()))?;
             Some(match &config.tracker_ca {
                 Some(ca) => client.with_tracker_ca(ca)?,
                 None => client,
@@ -267,7 +269,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         let registration = Registration {
             id: id.clone(),
             addr: advertise.to_string(),
-            origin: config.origin,
+            origin,
             upload_capacity_bps: config.upload_limit_bps.unwrap_or(config.default_capacity_bps),
             public_key: Some(hex::encode(store.public_key())),
         };
@@ -287,7 +289,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         %id,
         %local_addr,
         %advertise,
-        origin = config.origin,
+        origin,
         contents = store.list().map(|l| l.len()).unwrap_or(0),
         gso = socket.max_gso_segments(),
         gro = socket.gro_segments(),
@@ -306,6 +308,30 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         others,
         metrics_addr,
     })
+}
+
+/// The device's id (if decided yet) and whether it is an origin: from its credential when it
+/// has a tracker (a contradicting `id` or `origin` is an error naming the credential's), else
+/// from the configuration.
+fn identity_of(config: &ServerConfig) -> anyhow::Result<(Option<String>, bool)> {
+    let Some(tracker) = &config.tracker else {
+        return Ok((config.id.clone(), config.origin));
+    };
+    let credential = &tracker.identity.credential;
+    if let Some(id) = &config.id {
+        anyhow::ensure!(
+            *id == credential.id,
+            "device id {id:?} is not the credential's id {:?}: a device acts only as the id it was enrolled with (leave --id out)",
+            credential.id
+        );
+    }
+    let origin = credential.role == Role::Origin;
+    anyhow::ensure!(
+        origin || !config.origin,
+        "--origin, but the credential of {:?} has role edge: enroll an origin with `pcdn operator enroll --role origin`, or leave --origin out",
+        credential.id
+    );
+    Ok((Some(credential.id.clone()), origin))
 }
 
 /// The server's datagram loop; see the module documentation.
@@ -619,15 +645,17 @@ pub struct ServerArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7801")]
     pub listen: SocketAddr,
     /// Tracker base URL (e.g. http://127.0.0.1:7800); without it the device serves unannounced.
-    #[arg(long, value_name = "URL", requires = "secret_file")]
+    #[arg(long, value_name = "URL", requires = "credential")]
     pub tracker: Option<String>,
-    /// File holding the tracker's shared secret (trimmed).
+    /// The device credential file from `pcdn operator enroll` (its id, role and key).
     #[arg(long, value_name = "FILE")]
-    pub secret_file: Option<PathBuf>,
+    pub credential: Option<PathBuf>,
     /// CA certificate(s) (PEM) to verify an https:// tracker with, instead of the system's roots.
     #[arg(long, value_name = "FILE", requires = "tracker")]
     pub tracker_ca: Option<PathBuf>,
-    /// This device is the CDN origin: it publishes the store's manifests to the tracker.
+    /// This device is the CDN origin: it publishes the store's manifests to the tracker. With a
+    /// credential the role comes from it (an origin credential implies --origin; an edge
+    /// credential refuses it).
     #[arg(long)]
     pub origin: bool,
     /// Address clients should use, given to the tracker (default: the listen address): IP:PORT
@@ -640,8 +668,8 @@ pub struct ServerArgs {
     /// Upload capacity told to the tracker when there is no --upload-limit.
     #[arg(long, value_name = "RATE", value_parser = parse_rate_arg, default_value = "100mbit")]
     pub capacity: u64,
-    /// Device id at the tracker (default: derived from the advertised address, e.g.
-    /// edge-127.0.0.1-7801).
+    /// Device id (default: the credential's; without a tracker, derived from the advertised
+    /// address, e.g. edge-127.0.0.1-7801). With a credential it must be the credential's id.
     #[arg(long, value_name = "NAME")]
     pub id: Option<String>,
     /// Most client sessions at once.
@@ -690,17 +718,17 @@ pub fn parse_rate_arg(text: &str) -> Result<u64, String> {
 }
 
 impl ServerArgs {
-    /// The server configuration these arguments describe (reads the secret file).
+    /// The server configuration these arguments describe (reads the credential file).
     pub fn config(&self) -> anyhow::Result<ServerConfig> {
         let tracker = match &self.tracker {
             Some(url) => {
                 let file = self
-                    .secret_file
+                    .credential
                     .as_ref()
-                    .context("--tracker needs --secret-file FILE with the tracker's shared secret")?;
+                    .context("--tracker needs --credential FILE (from `pcdn operator enroll`)")?;
                 Some(TrackerSettings {
                     url: url.clone(),
-                    secret: crate::tracker_client::read_secret(file)?,
+                    identity: pcdn_identity::files::read_credential(file)?,
                 })
             }
             None => None,
@@ -713,7 +741,7 @@ impl ServerArgs {
             self.max_sessions_per_source > 0,
             "--max-sessions-per-source: expected at least 1"
         );
-        Ok(ServerConfig {
+        let mut config = ServerConfig {
             store_dir: self.store.clone(),
             listen: self.listen,
             advertise: self.advertise,
@@ -726,7 +754,10 @@ impl ServerArgs {
             max_sessions: self.max_sessions,
             max_sessions_per_source: self.max_sessions_per_source,
             metrics_listen: self.metrics_listen,
-        })
+        };
+        let (id, origin) = identity_of(&config)?;
+        (config.id, config.origin) = (id, origin);
+        Ok(config)
     }
 }
 
@@ -836,7 +867,7 @@ mod tests {
     }
 
     #[test]
-    fn serve_arguments_need_a_secret_with_a_tracker() {
+    fn serve_arguments_need_a_credential_with_a_tracker() {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {

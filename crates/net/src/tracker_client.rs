@@ -4,7 +4,11 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use pcdn_identity::request::{device_authorization, operator_authorization, random_nonce};
+use pcdn_identity::{DeviceIdentity, OperatorKey, unix_millis};
 
 use pcdn_core::wire::ContentId;
 use serde::{Deserialize, Serialize};
@@ -58,6 +62,14 @@ impl TrackerError {
     /// The tracker does not know this device (it expired, or the tracker lost its state).
     pub fn is_not_found(&self) -> bool {
         self.status() == Some(404)
+    }
+
+    /// The contract's error code of a refused request (`expired_credential`, `revoked`...).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            TrackerError::Status { code, .. } => Some(code),
+            _ => None,
+        }
     }
 }
 
@@ -161,40 +173,48 @@ struct ErrorBody {
     message: String,
 }
 
-/// Reads a shared secret file: its contents, trimmed, which must not be empty.
-pub fn read_secret(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("secret file {}: {e}", path.display()))?;
-    let secret = text.trim();
-    if secret.is_empty() {
-        anyhow::bail!(
-            "secret file {}: is empty; expected the tracker's shared secret",
-            path.display()
-        );
-    }
-    Ok(secret.to_owned())
+/// The answer to `POST /v1/revocations`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Revoked {
+    pub id: String,
+    pub revoked_before_ms: u64,
+    pub removed: bool,
+}
+
+/// Who signs a request.
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    /// Nobody: lookups and manifest reads are public.
+    Public,
+    /// This client's device credential.
+    Device,
+    /// The operator key.
+    Operator(&'a OperatorKey),
 }
 
 /// A tracker client. Cheap to clone.
 #[derive(Clone)]
 pub struct TrackerClient {
     base: String,
-    secret: Option<String>,
+    identity: Option<Arc<DeviceIdentity>>,
     http: reqwest::Client,
 }
 
 impl std::fmt::Debug for TrackerClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secret.
-        f.debug_struct("TrackerClient").field("base", &self.base).finish()
+        f.debug_struct("TrackerClient")
+            .field("base", &self.base)
+            .field("device", &self.identity.as_ref().map(|identity| identity.id()))
+            .finish()
     }
 }
 
 impl TrackerClient {
     /// A client of the tracker at `url` (`http://host:port` or `https://host:port`, optionally
-    /// with a path prefix). `secret` authenticates the device-side endpoints; clients' lookups
-    /// need none. An https tracker is verified against the system's root certificates (see
+    /// with a path prefix). `identity` signs the device-side requests; clients' lookups need
+    /// none. An https tracker is verified against the system's root certificates (see
     /// `with_tracker_ca`).
-    pub fn new(url: &str, secret: Option<String>) -> Result<TrackerClient, TrackerError> {
+    pub fn new(url: &str, identity: Option<DeviceIdentity>) -> Result<TrackerClient, TrackerError> {
         let bad = |why: String| TrackerError::BadUrl {
             url: url.to_owned(),
             why,
@@ -210,7 +230,7 @@ impl TrackerClient {
         let http = http_client(None).map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
         Ok(TrackerClient {
             base: url.trim_end_matches('/').to_owned(),
-            secret,
+            identity: identity.map(Arc::new),
             http,
         })
     }
@@ -246,11 +266,20 @@ impl TrackerClient {
 
     /// `POST /v1/devices`.
     pub async fn register(&self, registration: &Registration) -> Result<Registered, TrackerError> {
-        let url = format!("{}/v1/devices", self.base);
+        let path = "/v1/devices";
         let response = self
-            .send("POST", &url, self.http.post(&url).json(registration), true)
+            .send("POST", path, Some(json_bytes(registration)), Auth::Device)
             .await?;
-        decode_json("POST", &url, response).await
+        decode_json("POST", &self.url_of(path), response).await
+    }
+
+    /// `POST /v1/revocations`, signed with the operator key: the tracker refuses `id`'s
+    /// credentials issued before now and forgets its registration.
+    pub async fn revoke(&self, operator: &OperatorKey, id: &str) -> Result<Revoked, TrackerError> {
+        let path = "/v1/revocations";
+        let body = json_bytes(&serde_json::json!({ "id": id }));
+        let response = self.send("POST", path, Some(body), Auth::Operator(operator)).await?;
+        decode_json("POST", &self.url_of(path), response).await
     }
 
     /// `POST /v1/devices/{id}/heartbeat`; a 404 means the device must register again.
@@ -259,49 +288,48 @@ impl TrackerClient {
         struct Reply {
             ttl_secs: u64,
         }
-        let url = format!("{}/v1/devices/{id}/heartbeat", self.base);
+        let path = format!("/v1/devices/{id}/heartbeat");
         let response = self
-            .send("POST", &url, self.http.post(&url).json(heartbeat), true)
+            .send("POST", &path, Some(json_bytes(heartbeat)), Auth::Device)
             .await?;
-        let reply: Reply = decode_json("POST", &url, response).await?;
+        let reply: Reply = decode_json("POST", &self.url_of(&path), response).await?;
         Ok(reply.ttl_secs)
     }
 
     /// `PUT /v1/devices/{id}/contents`: the device's announced set becomes `contents`.
     pub async fn announce(&self, id: &str, contents: &[ContentId]) -> Result<(), TrackerError> {
-        let url = format!("{}/v1/devices/{id}/contents", self.base);
+        let path = format!("/v1/devices/{id}/contents");
         let body = serde_json::json!({ "contents": contents.iter().map(content_id_hex).collect::<Vec<_>>() });
-        let response = self.send("PUT", &url, self.http.put(&url).json(&body), true).await?;
-        let _: Announced = decode_json("PUT", &url, response).await?;
+        let response = self.send("PUT", &path, Some(json_bytes(&body)), Auth::Device).await?;
+        let _: Announced = decode_json("PUT", &self.url_of(&path), response).await?;
         Ok(())
     }
 
     /// `DELETE /v1/devices/{id}`.
     pub async fn deregister(&self, id: &str) -> Result<(), TrackerError> {
-        let url = format!("{}/v1/devices/{id}", self.base);
-        self.send("DELETE", &url, self.http.delete(&url), true).await?;
+        self.send("DELETE", &format!("/v1/devices/{id}"), None, Auth::Device)
+            .await?;
         Ok(())
     }
 
     /// `PUT /v1/contents/{cid}/manifest` with the signed manifest bytes.
     pub async fn put_manifest(&self, id: &ContentId, signed_manifest: Vec<u8>) -> Result<(), TrackerError> {
-        let url = format!("{}/v1/contents/{}/manifest", self.base, content_id_hex(id));
-        let request = self
-            .http
-            .put(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(signed_manifest);
-        self.send("PUT", &url, request, true).await?;
+        let path = format!("/v1/contents/{}/manifest", content_id_hex(id));
+        let body = (signed_manifest, "application/octet-stream");
+        self.send("PUT", &path, Some(body), Auth::Device).await?;
         Ok(())
     }
 
     /// `GET /v1/contents/{cid}/manifest`: the signed manifest bytes, or `None` if the tracker
     /// has none.
     pub async fn get_manifest(&self, id: &ContentId) -> Result<Option<Vec<u8>>, TrackerError> {
-        let url = format!("{}/v1/contents/{}/manifest", self.base, content_id_hex(id));
-        match self.send("GET", &url, self.http.get(&url), false).await {
+        let path = format!("/v1/contents/{}/manifest", content_id_hex(id));
+        match self.send("GET", &path, None, Auth::Public).await {
             Ok(response) => {
-                let bytes = response.bytes().await.map_err(|e| transport("GET", &url, &e))?;
+                let bytes = response
+                    .bytes()
+                    .await
+                    .map_err(|e| transport("GET", &self.url_of(&path), &e))?;
                 Ok(Some(bytes.to_vec()))
             }
             Err(e) if e.is_not_found() => Ok(None),
@@ -326,13 +354,13 @@ impl TrackerClient {
         n: u32,
         punch: Option<[u8; 8]>,
     ) -> Result<Lookup, TrackerError> {
-        let mut url = format!("{}/v1/contents/{}/servers?n={n}", self.base, content_id_hex(id));
+        let mut path = format!("/v1/contents/{}/servers?n={n}", content_id_hex(id));
         if let Some(token) = punch {
-            url.push_str("&punch=");
-            url.push_str(&hex::encode(token));
+            path.push_str("&punch=");
+            path.push_str(&hex::encode(token));
         }
-        let response = self.send("GET", &url, self.http.get(&url), false).await?;
-        let mut lookup: Lookup = decode_json("GET", &url, response).await?;
+        let response = self.send("GET", &path, None, Auth::Public).await?;
+        let mut lookup: Lookup = decode_json("GET", &self.url_of(&path), response).await?;
         lookup.servers.truncate(n as usize);
         lookup.origins.truncate(MAX_LOOKUP_ORIGINS);
         Ok(lookup)
@@ -345,10 +373,10 @@ impl TrackerClient {
             udp_port: u16,
             alt_port: u16,
         }
-        let url = format!("{}/v1/rendezvous", self.base);
-        match self.send("GET", &url, self.http.get(&url), false).await {
+        let path = "/v1/rendezvous";
+        match self.send("GET", path, None, Auth::Public).await {
             Ok(response) => {
-                let ports: Ports = decode_json("GET", &url, response).await?;
+                let ports: Ports = decode_json("GET", &self.url_of(path), response).await?;
                 Ok(Some((ports.udp_port, ports.alt_port)))
             }
             Err(e) if e.is_not_found() => Ok(None),
@@ -356,17 +384,49 @@ impl TrackerClient {
         }
     }
 
+    fn url_of(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends `method` to `path` (relative to the base URL: what the signature covers, so that a
+    /// path prefix stripped by a proxy in front of the tracker does not break it).
     async fn send(
         &self,
         method: &'static str,
-        url: &str,
-        mut request: reqwest::RequestBuilder,
-        auth: bool,
+        path: &str,
+        body: Option<(Vec<u8>, &'static str)>,
+        auth: Auth<'_>,
     ) -> Result<reqwest::Response, TrackerError> {
-        if auth {
-            if let Some(secret) = &self.secret {
-                request = request.bearer_auth(secret);
-            }
+        let url = self.url_of(path);
+        let url = url.as_str();
+        let http_method = reqwest::Method::from_bytes(method.as_bytes()).expect("a standard method");
+        let mut request = self.http.request(http_method, url);
+        let body_bytes = body.as_ref().map_or(&[][..], |(bytes, _)| bytes);
+        let sign = |sign: &dyn Fn(u64, [u8; 16]) -> String| -> Result<String, TrackerError> {
+            let nonce = random_nonce().map_err(|why| TrackerError::Transport {
+                method,
+                url: url.to_owned(),
+                detail: why,
+            })?;
+            Ok(sign(unix_millis(), nonce))
+        };
+        let authorization = match auth {
+            Auth::Public => None,
+            Auth::Device => match &self.identity {
+                Some(identity) => Some(sign(&|now, nonce| {
+                    device_authorization(identity, method, path, body_bytes, now, nonce)
+                })?),
+                None => None,
+            },
+            Auth::Operator(operator) => Some(sign(&|now, nonce| {
+                operator_authorization(operator, method, path, body_bytes, now, nonce)
+            })?),
+        };
+        if let Some(authorization) = authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, authorization);
+        }
+        if let Some((bytes, content_type)) = body {
+            request = request.header(reqwest::header::CONTENT_TYPE, content_type).body(bytes);
         }
         let response = request.send().await.map_err(|e| transport(method, url, &e))?;
         let status = response.status();
@@ -428,6 +488,11 @@ fn transport(method: &'static str, url: &str, e: &reqwest::Error) -> TrackerErro
         url: url.to_owned(),
         detail,
     }
+}
+
+fn json_bytes<T: Serialize>(value: &T) -> (Vec<u8>, &'static str) {
+    let bytes = serde_json::to_vec(value).expect("request bodies serialise to JSON");
+    (bytes, "application/json")
 }
 
 async fn decode_json<T: serde::de::DeserializeOwned>(

@@ -11,17 +11,45 @@ use std::time::{Duration, Instant};
 
 use common::Lab;
 use pcdn_core::wire::rendezvous::{self as rdv, BindStatus, Rendezvous as Msg};
+use pcdn_identity::{DeviceIdentity, OperatorKey, Role, request, unix_millis};
 use pcdn_net::{ServerConfig, TrackerSettings, spawn_server};
 use pcdn_tracker::{RunningTracker, StoreUrl, TrackerConfig, UdpConfig};
 use serde_json::Value;
 
-const SECRET: &str = "rendezvous-test-secret";
+/// The operator key the test tracker trusts.
+fn operator() -> OperatorKey {
+    OperatorKey::from_secret([42; 32])
+}
+
+/// A credential for `id` from the test operator.
+fn enroll(id: &str, role: Role) -> DeviceIdentity {
+    let now = unix_millis();
+    operator().enroll(id, role, now, now / 1000 + 3600).unwrap()
+}
+
+/// A request to `base` + `path` with a JSON `body`, signed by `device`.
+fn signed(device: &DeviceIdentity, method: &str, base: &str, path: &str, body: &Value) -> reqwest::RequestBuilder {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let authorization = request::device_authorization(
+        device,
+        method,
+        path,
+        &bytes,
+        unix_millis(),
+        request::random_nonce().unwrap(),
+    );
+    http()
+        .request(method.parse().unwrap(), format!("{base}{path}"))
+        .header(reqwest::header::AUTHORIZATION, authorization)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(bytes)
+}
 
 async fn tracker() -> RunningTracker {
     let mut config = TrackerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         StoreUrl::SqliteMemory,
-        SECRET.to_owned(),
+        operator().public(),
     );
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     config.udp = Some(UdpConfig {
@@ -38,10 +66,9 @@ fn http() -> reqwest::Client {
 /// Registers `id` at `addr` over HTTP and announces `content`; returns the registration answer.
 async fn register(tracker: &RunningTracker, id: &str, addr: SocketAddr, content: &str) -> Value {
     let base = format!("http://{}", tracker.local_addr());
-    let answer: Value = http()
-        .post(format!("{base}/v1/devices"))
-        .bearer_auth(SECRET)
-        .json(&serde_json::json!({"id": id, "addr": addr.to_string(), "upload_capacity_bps": 1_000_000}))
+    let device = enroll(id, Role::Edge);
+    let body = serde_json::json!({"id": id, "addr": addr.to_string(), "upload_capacity_bps": 1_000_000});
+    let answer: Value = signed(&device, "POST", &base, "/v1/devices", &body)
         .send()
         .await
         .unwrap()
@@ -50,15 +77,19 @@ async fn register(tracker: &RunningTracker, id: &str, addr: SocketAddr, content:
         .json()
         .await
         .unwrap();
-    http()
-        .put(format!("{base}/v1/devices/{id}/contents"))
-        .bearer_auth(SECRET)
-        .json(&serde_json::json!({"contents": [content]}))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap();
+    let path = format!("/v1/devices/{id}/contents");
+    signed(
+        &device,
+        "PUT",
+        &base,
+        &path,
+        &serde_json::json!({"contents": [content]}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .error_for_status()
+    .unwrap();
     answer
 }
 
@@ -144,7 +175,7 @@ async fn probes_decide_who_is_listed() {
     let mut config = ServerConfig::new(&lab.edge_stores[0], "127.0.0.1:0".parse().unwrap());
     config.tracker = Some(TrackerSettings {
         url: format!("http://{}", tracker.local_addr()),
-        secret: SECRET.to_owned(),
+        identity: enroll("real", Role::Edge),
     });
     config.id = Some("real".into());
     let server = spawn_server(config).await.unwrap();
@@ -292,14 +323,18 @@ async fn a_fetch_through_a_tracker_with_rendezvous_completes() {
     let tracker = tracker().await;
     let lab = Lab::new(600_000, 1);
     let url = format!("http://{}", tracker.local_addr());
-    let settings = TrackerSettings {
-        url: url.clone(),
-        secret: SECRET.to_owned(),
-    };
     let mut servers = Vec::new();
     for (store, origin) in [(&lab.origin_store, true), (&lab.edge_stores[0], false)] {
         let mut config = ServerConfig::new(store, "127.0.0.1:0".parse().unwrap());
-        config.tracker = Some(settings.clone());
+        let (id, role) = if origin {
+            ("rdv-origin", Role::Origin)
+        } else {
+            ("rdv-edge", Role::Edge)
+        };
+        config.tracker = Some(TrackerSettings {
+            url: url.clone(),
+            identity: enroll(id, role),
+        });
         config.origin = origin;
         servers.push(spawn_server(config).await.unwrap());
     }

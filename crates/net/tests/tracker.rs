@@ -9,14 +9,19 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{Lab, files_in};
+use pcdn_identity::{DeviceIdentity, OperatorKey, Role, unix_millis};
 use pcdn_net::tracker_client::Lookup;
 use pcdn_net::{FetchConfig, ServerConfig, ServerHandle, TrackerClient, TrackerSettings, fetch, spawn_server};
 use pcdn_tracker::{StoreUrl, TrackerConfig};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-const SECRET: &str = "test-secret";
+/// The operator key the test trackers trust.
+fn operator() -> OperatorKey {
+    OperatorKey::from_secret([42; 32])
+}
 
 fn tracker_config(listen: SocketAddr, store: StoreUrl) -> TrackerConfig {
-    let mut config = TrackerConfig::new(listen, store, SECRET.to_owned());
+    let mut config = TrackerConfig::new(listen, store, operator().public());
     config.ttl = Duration::from_secs(3);
     config.heartbeat = Duration::from_secs(1);
     config
@@ -62,13 +67,22 @@ async fn listed(client: &TrackerClient, lab: &Lab, edges: usize, origins: usize)
         && (origins == 0 || manifest.is_some())
 }
 
+/// A device enrolled now by the test operator under a fresh id.
+fn enroll(origin: bool) -> DeviceIdentity {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    let role = if origin { Role::Origin } else { Role::Edge };
+    let id = format!("{role}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let now = unix_millis();
+    operator().enroll(&id, role, now, now / 1000 + 3600).unwrap()
+}
+
 async fn serve(store: &std::path::Path, origin: bool, tracker: &str) -> ServerHandle {
     let mut config = ServerConfig::new(store, "127.0.0.1:0".parse().unwrap());
     config.origin = origin;
     config.upload_limit_bps = Some(16_000_000);
     config.tracker = Some(TrackerSettings {
         url: tracker.to_owned(),
-        secret: SECRET.to_owned(),
+        identity: enroll(origin),
     });
     spawn_server(config).await.unwrap()
 }

@@ -12,18 +12,32 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::Lab;
+use pcdn_identity::{DeviceIdentity, OperatorKey, Role, unix_millis};
 use pcdn_net::tracker_client::TrackerError;
 use pcdn_net::{FetchConfig, ServerConfig, ServerHandle, TrackerClient, TrackerSettings, fetch, spawn_server};
 use pcdn_tracker::{RunningTracker, StoreUrl, TlsFiles, TrackerConfig};
 use pki::Ca;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-const SECRET: &str = "test-secret";
+/// The operator key the test tracker trusts.
+fn operator() -> OperatorKey {
+    OperatorKey::from_secret([42; 32])
+}
+
+/// A credential for a fresh id from the test operator.
+fn enroll(origin: bool) -> DeviceIdentity {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    let role = if origin { Role::Origin } else { Role::Edge };
+    let id = format!("{role}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let now = unix_millis();
+    operator().enroll(&id, role, now, now / 1000 + 3600).unwrap()
+}
 
 async fn tracker(tls: Option<TlsFiles>) -> RunningTracker {
     let mut config = TrackerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         StoreUrl::SqliteMemory,
-        SECRET.to_owned(),
+        operator().public(),
     );
     config.ttl = Duration::from_secs(3);
     config.heartbeat = Duration::from_secs(1);
@@ -36,7 +50,7 @@ async fn serve(store: &Path, origin: bool, url: &str, ca: &Path) -> ServerHandle
     config.origin = origin;
     config.tracker = Some(TrackerSettings {
         url: url.to_owned(),
-        secret: SECRET.to_owned(),
+        identity: enroll(origin),
     });
     config.tracker_ca = Some(ca.to_owned());
     spawn_server(config).await.unwrap()

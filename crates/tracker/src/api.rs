@@ -1,11 +1,12 @@
 //! The HTTP API v1 (docs/tracker.md): the route table, the handlers and the router.
 
+use crate::auth::{self, Access, AuthConfig, DeviceAuth, OperatorAuth};
 use crate::error::ApiError;
-use crate::extract::{Authorized, ContentIdPath, DeviceIdPath, HasSecret, JsonBody, RawBody, SecretHash, ServerCount};
+use crate::extract::{ContentIdPath, DeviceIdPath, JsonBody, RawBody, ServerCount};
 use crate::metrics::{self, Metrics};
 use crate::model::{self, Load, Lookup, MAX_ANNOUNCED, MAX_LOOKUP_N, Registration, content_hex};
 use crate::store::{ManifestPut, Store, unix_millis};
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Request, State};
 use axum::handler::Handler;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{Method, StatusCode};
@@ -15,6 +16,8 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Json, Router};
 use pcdn_core::manifest::SignedManifest;
 use pcdn_core::wire::ContentId;
+use pcdn_identity::Role;
+use pcdn_identity::ed25519_dalek::VerifyingKey;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,37 +30,37 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
 pub(crate) struct AppState<S> {
     pub store: S,
     pub rendezvous: Option<Arc<crate::rendezvous::Rendezvous>>,
-    pub secret: SecretHash,
+    /// The operator key that must have signed every device credential and operator request.
+    pub operator_key: VerifyingKey,
+    pub auth: AuthConfig,
     pub ttl_secs: u64,
     pub heartbeat_secs: u64,
     pub metrics: Metrics,
     pub limits: crate::StoreLimits,
 }
 
-type SharedState<S> = Arc<AppState<S>>;
-
-impl<S> HasSecret for SharedState<S> {
-    fn secret(&self) -> &SecretHash {
-        &self.secret
-    }
-}
+pub(crate) type SharedState<S> = Arc<AppState<S>>;
 
 /// One route of the API: its path template, method and handler.
 pub(crate) struct Route<S> {
     pub path: &'static str,
     pub method: Method,
+    /// Who may call it; the router puts the matching authentication in front of the handler.
+    pub access: Access,
     pub handler: MethodRouter<SharedState<S>>,
 }
 
 fn route<S: Store, H: Handler<T, SharedState<S>>, T: 'static>(
     path: &'static str,
     method: Method,
+    access: Access,
     handler: H,
 ) -> Route<S> {
     let filter = MethodFilter::try_from(method.clone()).expect("the route table uses standard methods");
     Route {
         path,
         method,
+        access,
         handler: on(filter, handler),
     }
 }
@@ -66,17 +69,33 @@ fn route<S: Store, H: Handler<T, SharedState<S>>, T: 'static>(
 /// OpenAPI test checks `/openapi.json` against it.
 pub(crate) fn routes<S: Store>() -> Vec<Route<S>> {
     vec![
-        route("/v1/devices", Method::POST, register::<S>),
-        route("/v1/devices/{id}/heartbeat", Method::POST, heartbeat::<S>),
-        route("/v1/devices/{id}/contents", Method::PUT, announce::<S>),
-        route("/v1/devices/{id}", Method::DELETE, remove::<S>),
-        route("/v1/contents/{cid}/manifest", Method::PUT, put_manifest::<S>),
-        route("/v1/contents/{cid}/manifest", Method::GET, get_manifest::<S>),
-        route("/v1/contents/{cid}/servers", Method::GET, servers::<S>),
-        route("/v1/rendezvous", Method::GET, rendezvous_ports::<S>),
-        route("/health", Method::GET, health::<S>),
-        route("/metrics", Method::GET, metrics_text::<S>),
-        route("/openapi.json", Method::GET, openapi),
+        route("/v1/devices", Method::POST, Access::Device, register::<S>),
+        route(
+            "/v1/devices/{id}/heartbeat",
+            Method::POST,
+            Access::Device,
+            heartbeat::<S>,
+        ),
+        route("/v1/devices/{id}/contents", Method::PUT, Access::Device, announce::<S>),
+        route("/v1/devices/{id}", Method::DELETE, Access::Device, remove::<S>),
+        route(
+            "/v1/contents/{cid}/manifest",
+            Method::PUT,
+            Access::Device,
+            put_manifest::<S>,
+        ),
+        route(
+            "/v1/contents/{cid}/manifest",
+            Method::GET,
+            Access::Public,
+            get_manifest::<S>,
+        ),
+        route("/v1/contents/{cid}/servers", Method::GET, Access::Public, servers::<S>),
+        route("/v1/rendezvous", Method::GET, Access::Public, rendezvous_ports::<S>),
+        route("/v1/revocations", Method::POST, Access::Operator, revoke::<S>),
+        route("/health", Method::GET, Access::Public, health::<S>),
+        route("/metrics", Method::GET, Access::Public, metrics_text::<S>),
+        route("/openapi.json", Method::GET, Access::Public, openapi),
     ]
 }
 
@@ -85,7 +104,14 @@ pub(crate) fn router<S: Store>(state: SharedState<S>) -> Router {
     let mut router = Router::new();
     for route in routes::<S>() {
         tracing::trace!(method = %route.method, path = route.path, "route");
-        router = router.route(route.path, route.handler);
+        let handler = match route.access {
+            Access::Public => route.handler,
+            access => route.handler.route_layer(middleware::from_fn_with_state(
+                (Arc::clone(&state), access),
+                auth::require::<S>,
+            )),
+        };
+        router = router.route(route.path, handler);
     }
     router
         .fallback(no_route)
@@ -191,11 +217,21 @@ struct RegisterResponse {
 }
 
 async fn register<S: Store>(
-    _: Authorized,
     State(state): State<SharedState<S>>,
+    Extension(auth): Extension<DeviceAuth>,
     JsonBody(request): JsonBody<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
     let registration = request.validate()?;
+    auth.require_id(&registration.id)?;
+    let claimed = if registration.origin { Role::Origin } else { Role::Edge };
+    if claimed != auth.role {
+        return Err(auth::wrong_role(
+            &auth.id,
+            auth.role,
+            claimed,
+            &format!("register with `origin: {}`", registration.origin),
+        ));
+    }
     let id = registration.id.clone();
     let rendezvous = state.rendezvous.as_ref().map(|r| r.grant(&registration));
     state.store.register(registration, unix_millis()).await?;
@@ -221,11 +257,12 @@ struct HeartbeatResponse {
 }
 
 async fn heartbeat<S: Store>(
-    _: Authorized,
     State(state): State<SharedState<S>>,
+    Extension(auth): Extension<DeviceAuth>,
     DeviceIdPath(id): DeviceIdPath,
     JsonBody(request): JsonBody<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
+    auth.require_id(&id)?;
     let load = Load {
         sessions: request.sessions,
         upload_bps: request.upload_bps,
@@ -251,11 +288,12 @@ struct ContentsResponse {
 }
 
 async fn announce<S: Store>(
-    _: Authorized,
     State(state): State<SharedState<S>>,
+    Extension(auth): Extension<DeviceAuth>,
     DeviceIdPath(id): DeviceIdPath,
     JsonBody(request): JsonBody<ContentsRequest>,
 ) -> Result<Json<ContentsResponse>, ApiError> {
+    auth.require_id(&id)?;
     if request.contents.len() > MAX_ANNOUNCED {
         return Err(ApiError::invalid_field(
             "contents",
@@ -277,10 +315,11 @@ async fn announce<S: Store>(
 }
 
 async fn remove<S: Store>(
-    _: Authorized,
     State(state): State<SharedState<S>>,
+    Extension(auth): Extension<DeviceAuth>,
     DeviceIdPath(id): DeviceIdPath,
 ) -> Result<StatusCode, ApiError> {
+    auth.require_id(&id)?;
     if state.store.remove(&id, unix_millis()).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -289,11 +328,12 @@ async fn remove<S: Store>(
 }
 
 async fn put_manifest<S: Store>(
-    _: Authorized,
     State(state): State<SharedState<S>>,
+    Extension(auth): Extension<DeviceAuth>,
     ContentIdPath(content): ContentIdPath,
     RawBody(bytes): RawBody,
 ) -> Result<StatusCode, ApiError> {
+    auth.require_role(Role::Origin, "publish manifests")?;
     let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", problem);
     let limits = &state.limits;
     if bytes.len() > limits.max_manifest_bytes {
@@ -325,13 +365,16 @@ async fn put_manifest<S: Store>(
             ),
         ));
     }
-    if !state.store.is_origin_key(&manifest.signer, unix_millis()).await? {
+    let registered = state.store.public_key(&auth.id, unix_millis()).await?;
+    if registered != Some(manifest.signer) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "not_an_origin",
+            "wrong_signer",
             format!(
-                "the manifest is signed by {}, which is not the public_key of a registered origin device",
-                hex::encode(manifest.signer)
+                "the manifest is signed by {}, but origin {:?} registered {}: an origin publishes only manifests signed with the public_key it registered (register first)",
+                hex::encode(manifest.signer),
+                auth.id,
+                registered.map_or_else(|| "no key (it is not registered)".to_owned(), hex::encode)
             ),
         ));
     }
@@ -342,6 +385,15 @@ async fn put_manifest<S: Store>(
         .await?
     {
         ManifestPut::Stored => Ok(StatusCode::NO_CONTENT),
+        ManifestPut::SignerConflict { stored } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "manifest_conflict",
+            format!(
+                "content {} already has a manifest signed by {}: only that key may replace it",
+                content_hex(&content),
+                hex::encode(stored)
+            ),
+        )),
         ManifestPut::OverQuota { count, bytes } => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "manifest_quota_exceeded",
@@ -355,6 +407,42 @@ async fn put_manifest<S: Store>(
             ),
         )),
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    id: String,
+}
+
+#[derive(Serialize)]
+struct RevokeResponse {
+    id: String,
+    /// Credentials of the id issued before this instant (Unix ms) are refused from now on.
+    revoked_before_ms: u64,
+    /// Whether a live registration of the id was removed.
+    removed: bool,
+}
+
+/// `POST /v1/revocations` (operator): refuses every credential of `id` issued before the
+/// request's timestamp, and removes the device from the registry at once.
+async fn revoke<S: Store>(
+    State(state): State<SharedState<S>>,
+    Extension(operator): Extension<OperatorAuth>,
+    JsonBody(request): JsonBody<RevokeRequest>,
+) -> Result<Json<RevokeResponse>, ApiError> {
+    model::check_device_id(&request.id).map_err(|error| ApiError::invalid_field("id", error))?;
+    // The operator's own signed timestamp: enrollment dates come from the operator's clock
+    // too, so a credential enrolled after this revocation is accepted even if the tracker's
+    // clock differs from the operator's.
+    let before_ms = operator.timestamp_ms;
+    let removed = state.store.revoke(&request.id, before_ms, unix_millis()).await?;
+    tracing::info!(device = %request.id, removed, "revoked");
+    Ok(Json(RevokeResponse {
+        id: request.id,
+        revoked_before_ms: before_ms,
+        removed,
+    }))
 }
 
 async fn get_manifest<S: Store>(

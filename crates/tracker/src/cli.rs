@@ -3,7 +3,7 @@
 use crate::{HttpLimits, Rate, RateLimits, StoreLimits, StoreUrl, TlsFiles, TrackerConfig, serve};
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Arguments of `pcdn tracker`.
@@ -15,10 +15,10 @@ pub struct TrackerArgs {
     /// Where the registry is kept: sqlite:PATH, sqlite::memory: or redis://HOST:PORT/DB.
     #[arg(long, value_name = "URL", default_value = "sqlite:pcdn-tracker.db")]
     pub store: StoreUrl,
-    /// File holding the shared secret devices must present as `Authorization: Bearer <secret>`
-    /// (surrounding whitespace is trimmed).
+    /// The operator's public key file (`operator.pub` from `pcdn operator init`): the tracker
+    /// accepts devices enrolled with this key, and revocations signed by it.
     #[arg(long, value_name = "FILE")]
-    pub secret_file: PathBuf,
+    pub operator_key: PathBuf,
     /// Seconds after its last heartbeat at which a device expires.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl: u64,
@@ -90,19 +90,8 @@ fn parse_positive(text: &str) -> Result<usize, String> {
     }
 }
 
-/// The trimmed contents of a secret file; an error naming the file if it cannot be read, is not
-/// UTF-8 or holds only whitespace.
-pub fn read_secret_file(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read secret file {}", path.display()))?;
-    let secret = text.trim();
-    if secret.is_empty() {
-        bail!("secret file {} is empty: put the shared secret in it", path.display());
-    }
-    Ok(secret.to_owned())
-}
-
 impl TrackerArgs {
-    /// The tracker configuration these arguments describe (reads the secret file).
+    /// The tracker configuration these arguments describe (reads the operator key file).
     pub fn config(&self) -> anyhow::Result<TrackerConfig> {
         let ttl = Duration::from_secs(self.ttl);
         let heartbeat = Duration::from_secs(self.heartbeat.unwrap_or((self.ttl / 3).max(1)));
@@ -148,7 +137,8 @@ impl TrackerArgs {
         Ok(TrackerConfig {
             listen: self.listen,
             store: self.store.clone(),
-            secret: read_secret_file(&self.secret_file)?,
+            operator_key: pcdn_identity::files::read_operator_public(&self.operator_key)?,
+            auth: crate::AuthConfig::default(),
             ttl,
             heartbeat,
             limits: StoreLimits {
@@ -236,33 +226,35 @@ mod tests {
     }
 
     #[test]
-    fn defaults_and_secret_file_errors() {
+    fn defaults_and_operator_key_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let secret = dir.path().join("secret");
-        std::fs::write(&secret, "  hunter2\n").unwrap();
-        let command = Command::try_parse_from(["tracker", "--secret-file", secret.to_str().unwrap()]).unwrap();
+        let operator = pcdn_identity::files::init_operator(dir.path()).unwrap();
+        let public = dir.path().join("operator.pub");
+        let command = Command::try_parse_from(["tracker", "--operator-key", public.to_str().unwrap()]).unwrap();
         let config = command.args.config().unwrap();
         assert_eq!(config.listen, "127.0.0.1:7800".parse().unwrap());
         assert_eq!(config.store, StoreUrl::Sqlite("pcdn-tracker.db".into()));
-        assert_eq!(config.secret, "hunter2");
+        assert_eq!(config.operator_key, operator.public());
         assert_eq!(
             (config.ttl, config.heartbeat),
             (Duration::from_secs(30), Duration::from_secs(10))
         );
         assert_eq!(config.limits, StoreLimits::default());
 
-        let missing = dir.path().join("missing");
-        let error = read_secret_file(&missing).unwrap_err().to_string();
+        let missing = dir.path().join("missing.pub");
+        let command = Command::try_parse_from(["tracker", "--operator-key", missing.to_str().unwrap()]).unwrap();
+        let error = format!("{:#}", command.args.config().unwrap_err());
         assert!(error.contains(missing.to_str().unwrap()), "{error}");
-        std::fs::write(&secret, " \n\t").unwrap();
-        let error = read_secret_file(&secret).unwrap_err().to_string();
+        std::fs::write(&public, "not hex\n").unwrap();
+        let command = Command::try_parse_from(["tracker", "--operator-key", public.to_str().unwrap()]).unwrap();
+        let error = format!("{:#}", command.args.config().unwrap_err());
         assert!(
-            error.contains("is empty") && error.contains(secret.to_str().unwrap()),
+            error.contains("64 hex characters") && error.contains(public.to_str().unwrap()),
             "{error}"
         );
         assert!(
             Command::try_parse_from(["tracker"]).is_err(),
-            "--secret-file is required"
+            "--operator-key is required"
         );
     }
 

@@ -48,11 +48,6 @@ impl ApiError {
         )
     }
 
-    /// 401 `unauthorized`.
-    pub fn unauthorized(problem: &str) -> ApiError {
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", problem)
-    }
-
     /// 404 `unknown_device`: the device expired or never registered.
     pub fn unknown_device(id: &str) -> ApiError {
         ApiError::new(

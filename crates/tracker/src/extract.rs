@@ -1,18 +1,16 @@
 //! Request extractors whose every rejection is the API's JSON error: bodies, path parameters,
-//! the lookup query and the bearer secret.
+//! and the lookup query.
 
 use crate::error::ApiError;
 use crate::model::{self, DEFAULT_LOOKUP_N, MAX_LOOKUP_N};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
-use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use bytes::Bytes;
 use pcdn_core::wire::ContentId;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
-use subtle::ConstantTimeEq;
 
 fn body_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -123,73 +121,6 @@ impl<S: Send + Sync> FromRequestParts<S> for ServerCount {
                 "query parameter `n`: expected an integer in 1..={MAX_LOOKUP_N}, got {:?}",
                 text.chars().take(40).collect::<String>()
             ))),
-        }
-    }
-}
-
-/// The BLAKE3 hash of the shared secret. Requests are checked by comparing hashes in constant
-/// time: the comparison takes the same time whatever the guess, and hashing first hides the
-/// secret's length too.
-#[derive(Clone)]
-pub(crate) struct SecretHash([u8; 32]);
-
-impl SecretHash {
-    pub fn new(secret: &str) -> SecretHash {
-        SecretHash(*blake3::hash(secret.as_bytes()).as_bytes())
-    }
-
-    fn matches(&self, candidate: &[u8]) -> bool {
-        blake3::hash(candidate).as_bytes().ct_eq(&self.0).into()
-    }
-}
-
-/// Types whose state holds the shared secret.
-pub(crate) trait HasSecret {
-    fn secret(&self) -> &SecretHash;
-}
-
-/// Proof that the request carried `Authorization: Bearer <secret>`; 401 otherwise.
-pub(crate) struct Authorized;
-
-impl<S: HasSecret + Send + Sync> FromRequestParts<S> for Authorized {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Some(value) = parts.headers.get(AUTHORIZATION) else {
-            return Err(ApiError::unauthorized(
-                "missing `Authorization: Bearer <secret>` header",
-            ));
-        };
-        // The scheme name is case-insensitive (RFC 9110 §11.1); the credentials are not.
-        let bytes = value.as_bytes();
-        let credentials = match bytes.get(..7) {
-            Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => bytes[7..].trim_ascii(),
-            _ => {
-                return Err(ApiError::unauthorized(
-                    "`Authorization` header must be `Bearer <secret>`",
-                ));
-            }
-        };
-        if state.secret().matches(credentials) {
-            Ok(Authorized)
-        } else {
-            Err(ApiError::unauthorized(
-                "wrong secret in `Authorization: Bearer <secret>`",
-            ))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secret_matches_only_itself() {
-        let secret = SecretHash::new("s3cret");
-        assert!(secret.matches(b"s3cret"));
-        for wrong in [&b""[..], b"s3cre", b"s3cret ", b"S3CRET", b"s3cret\0"] {
-            assert!(!secret.matches(wrong), "{wrong:?}");
         }
     }
 }

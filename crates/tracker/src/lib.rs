@@ -6,7 +6,8 @@
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
 //! use pcdn_tracker::{TrackerConfig, bind};
-//! let config = TrackerConfig::new("127.0.0.1:0".parse()?, "sqlite::memory:".parse()?, "secret".into());
+//! let operator = pcdn_identity::OperatorKey::generate().map_err(anyhow::Error::msg)?;
+//! let config = TrackerConfig::new("127.0.0.1:0".parse()?, "sqlite::memory:".parse()?, operator.public());
 //! let tracker = bind(config).await?;
 //! println!("tracker at http://{}", tracker.local_addr());
 //! tracker.stop().await?;
@@ -15,6 +16,7 @@
 //! ```
 
 mod api;
+mod auth;
 mod cli;
 mod error;
 mod extract;
@@ -27,7 +29,9 @@ mod server;
 mod store;
 mod tls;
 
-pub use cli::{TrackerArgs, read_secret_file, run};
+pub use auth::AuthConfig;
+pub use cli::{TrackerArgs, run};
+pub use pcdn_identity::ed25519_dalek::VerifyingKey;
 pub use ratelimit::{Rate, RateLimits};
 pub use rendezvous::{RendezvousTimings, UdpConfig};
 pub use server::{HttpLimits, raise_fd_limit};
@@ -35,7 +39,6 @@ pub use tls::TlsFiles;
 
 use anyhow::{Context, bail};
 use api::AppState;
-use extract::SecretHash;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -141,8 +144,9 @@ pub struct TrackerConfig {
     /// HTTP listen address (port 0 picks a free port; see `RunningTracker::local_addr`).
     pub listen: SocketAddr,
     pub store: StoreUrl,
-    /// The shared bearer secret devices must present (already trimmed).
-    pub secret: String,
+    /// The operator public key: device credentials and operator requests must be signed by it.
+    pub operator_key: VerifyingKey,
+    pub auth: AuthConfig,
     /// A device not heard from (register or heartbeat) for this long expires. Whole seconds, ≥ 1 s.
     pub ttl: Duration,
     /// How often devices are told to heartbeat. Whole seconds, 1 s ..= ttl.
@@ -166,7 +170,8 @@ impl fmt::Debug for TrackerConfig {
         f.debug_struct("TrackerConfig")
             .field("listen", &self.listen)
             .field("store", &self.store)
-            .field("secret", &"<redacted>")
+            .field("operator_key", &hex::encode(self.operator_key.as_bytes()))
+            .field("auth", &self.auth)
             .field("ttl", &self.ttl)
             .field("heartbeat", &self.heartbeat)
             .field("limits", &self.limits)
@@ -186,11 +191,12 @@ impl TrackerConfig {
 
     /// A configuration with the default ttl and heartbeat interval, plain HTTP, the default
     /// connection limits and rate limits, and no UDP rendezvous.
-    pub fn new(listen: SocketAddr, store: StoreUrl, secret: String) -> TrackerConfig {
+    pub fn new(listen: SocketAddr, store: StoreUrl, operator_key: VerifyingKey) -> TrackerConfig {
         TrackerConfig {
             listen,
             store,
-            secret,
+            operator_key,
+            auth: AuthConfig::default(),
             ttl: Self::DEFAULT_TTL,
             heartbeat: Self::DEFAULT_HEARTBEAT,
             limits: StoreLimits::default(),
@@ -203,8 +209,8 @@ impl TrackerConfig {
     }
 
     fn validate(&self) -> anyhow::Result<()> {
-        if self.secret.trim().is_empty() {
-            bail!("tracker secret is empty: give a non-empty shared secret");
+        if self.auth.clock_window < Duration::from_secs(1) {
+            bail!("auth clock window {:?} must be at least 1 s", self.auth.clock_window);
         }
         if self.ttl < Duration::from_secs(1) || self.ttl.subsec_nanos() != 0 {
             bail!("ttl {:?} must be a whole number of seconds, at least 1 s", self.ttl);
@@ -361,7 +367,8 @@ async fn run_server<S: Store>(
     let state = Arc::new(AppState {
         rendezvous,
         store,
-        secret: SecretHash::new(&config.secret),
+        operator_key: config.operator_key,
+        auth: config.auth,
         ttl_secs: config.ttl.as_secs(),
         heartbeat_secs: config.heartbeat.as_secs(),
         metrics: metrics::Metrics::new(),

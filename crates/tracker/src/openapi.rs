@@ -31,10 +31,18 @@ fn parameter(name: &str) -> Value {
 /// The document as a JSON value.
 pub(crate) fn document() -> Value {
     let bad_request = error_response("bad input: the message names the field and what was expected");
-    let unauthorized = error_response("missing or wrong `Authorization: Bearer <secret>`");
+    let unauthorized = error_response(
+        "the signed request was refused: unauthorized (missing or malformed header), bad_credential, \
+         unknown_operator, bad_signature, expired_credential, stale_timestamp or replayed_request",
+    );
+    let forbidden = error_response(
+        "revoked (the operator revoked the credential), wrong_device (acting as another id) or \
+         wrong_role (an edge on an origin's route, or `origin` not matching the enrolled role)",
+    );
     let unknown_device = error_response("unknown_device: the device expired or never registered");
     let unavailable = error_response("store_unavailable: the tracker cannot reach its store");
-    let auth = json!([{"bearerSecret": []}]);
+    let auth = json!([{"deviceSignature": []}]);
+    let operator = json!([{"operatorSignature": []}]);
     json!({
         "openapi": "3.0.3",
         "info": {
@@ -54,6 +62,7 @@ pub(crate) fn document() -> Value {
                         "200": json_response("registered", "Registered"),
                         "400": bad_request,
                         "401": unauthorized,
+                        "403": forbidden,
                         "413": error_response("body_too_large"),
                         "503": unavailable
                     }
@@ -70,6 +79,7 @@ pub(crate) fn document() -> Value {
                         "200": json_response("still live", "HeartbeatAck"),
                         "400": bad_request,
                         "401": unauthorized,
+                        "403": forbidden,
                         "404": unknown_device,
                         "503": unavailable
                     }
@@ -86,6 +96,7 @@ pub(crate) fn document() -> Value {
                         "200": json_response("announced", "Announced"),
                         "400": bad_request,
                         "401": unauthorized,
+                        "403": forbidden,
                         "404": unknown_device,
                         "413": error_response("body_too_large"),
                         "503": unavailable
@@ -102,6 +113,7 @@ pub(crate) fn document() -> Value {
                         "204": {"description": "removed"},
                         "400": bad_request,
                         "401": unauthorized,
+                        "403": forbidden,
                         "404": unknown_device,
                         "503": unavailable
                     }
@@ -110,7 +122,7 @@ pub(crate) fn document() -> Value {
             "/v1/contents/{cid}/manifest": {
                 "put": {
                     "operationId": "putManifest",
-                    "summary": "Store a content's signed manifest; it must verify, match {cid} and be signed by a registered origin",
+                    "summary": "Store a content's signed manifest (origins only); it must verify, match {cid} and be signed by the public_key the calling origin registered; a stored manifest is replaced only by its own signer",
                     "security": auth,
                     "parameters": [parameter("ContentId")],
                     "requestBody": {
@@ -121,7 +133,8 @@ pub(crate) fn document() -> Value {
                         "204": {"description": "stored"},
                         "400": error_response("invalid_manifest or content_id_mismatch"),
                         "401": unauthorized,
-                        "403": error_response("not_an_origin: the signer is not a registered origin's public_key; manifest_quota_exceeded: the signer's manifests would pass its count or byte quota"),
+                        "403": error_response("wrong_role (not an origin), wrong_signer (not signed by the calling origin's registered public_key), revoked, or manifest_quota_exceeded: the signer's manifests would pass its count or byte quota"),
+                        "409": error_response("manifest_conflict: the content's stored manifest has another signer, which alone may replace it"),
                         "413": error_response("body_too_large, or manifest_too_large: over the tracker's largest manifest (8 MiB by default)"),
                         "503": unavailable
                     }
@@ -163,6 +176,20 @@ pub(crate) fn document() -> Value {
                     }
                 }
             },
+            "/v1/revocations": {
+                "post": {
+                    "operationId": "revokeDevice",
+                    "summary": "Operator only: refuse every credential of the id issued before this request, and remove the device from the registry",
+                    "security": operator,
+                    "requestBody": json_body("Revocation"),
+                    "responses": {
+                        "200": json_response("revoked", "Revoked"),
+                        "400": bad_request,
+                        "401": unauthorized,
+                        "503": unavailable
+                    }
+                }
+            },
             "/health": {
                 "get": {
                     "operationId": "health",
@@ -197,10 +224,15 @@ pub(crate) fn document() -> Value {
         },
         "components": {
             "securitySchemes": {
-                "bearerSecret": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "the trimmed contents of the tracker's --secret-file"
+                "deviceSignature": {
+                    "type": "apiKey", "in": "header", "name": "Authorization",
+                    "description": "`PCDN-Device credential=<hex>, timestamp=<unix ms>, nonce=<32 hex>, signature=<128 hex>`: \
+                        the device's operator-signed credential and its Ed25519 signature over the request (docs/tracker.md, Authentication)"
+                },
+                "operatorSignature": {
+                    "type": "apiKey", "in": "header", "name": "Authorization",
+                    "description": "`PCDN-Operator key=<64 hex>, timestamp=<unix ms>, nonce=<32 hex>, signature=<128 hex>`: \
+                        signed with the operator key the tracker trusts"
                 }
             },
             "parameters": {
@@ -320,6 +352,18 @@ pub(crate) fn document() -> Value {
                         }
                     }
                 },
+                "Revocation": {
+                    "type": "object", "required": ["id"], "additionalProperties": false,
+                    "properties": {"id": {"$ref": "#/components/schemas/DeviceId"}}
+                },
+                "Revoked": {
+                    "type": "object", "required": ["id", "revoked_before_ms", "removed"],
+                    "properties": {
+                        "id": {"$ref": "#/components/schemas/DeviceId"},
+                        "revoked_before_ms": {"type": "integer", "format": "int64", "description": "credentials issued before this instant (Unix ms) are refused"},
+                        "removed": {"type": "boolean", "description": "whether a live registration was removed"}
+                    }
+                },
                 "Health": {
                     "type": "object", "required": ["status", "store"],
                     "properties": {
@@ -399,6 +443,23 @@ mod tests {
             }
         }
         assert!(operations > 5);
+    }
+
+    #[test]
+    fn documents_who_may_call_each_route() {
+        let document = document();
+        for route in routes::<SqliteStore>() {
+            let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
+            let scheme = operation["security"][0]
+                .as_object()
+                .and_then(|s| s.keys().next().cloned());
+            let expected = match route.access {
+                crate::auth::Access::Public => None,
+                crate::auth::Access::Device => Some("deviceSignature".to_owned()),
+                crate::auth::Access::Operator => Some("operatorSignature".to_owned()),
+            };
+            assert_eq!(scheme, expected, "{} {}", route.method, route.path);
+        }
     }
 
     #[test]

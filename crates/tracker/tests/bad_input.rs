@@ -104,7 +104,7 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
             });
         }
     }
-    assert_eq!(operations.len(), 11);
+    assert_eq!(operations.len(), 12);
 
     let mut checked = 0;
     for operation in &operations {
@@ -112,16 +112,19 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
         let what = |detail: &str| format!("{} {}: {detail}", operation.method, operation.path);
 
         if operation.needs_auth {
-            let bad_headers: [Option<HeaderValue>; 6] = [
+            let bad_headers: [Option<HeaderValue>; 7] = [
                 None,
                 Some(HeaderValue::from_static("Bearer wrong")),
-                Some(HeaderValue::from_static("Bearer")),
+                Some(HeaderValue::from_static("PCDN-Device")),
+                Some(HeaderValue::from_static("PCDN-Device credential=00, timestamp=1")),
                 Some(HeaderValue::from_static("Basic dGVzdC1zZWNyZXQ=")),
-                Some(HeaderValue::from_static("test-secret")),
-                Some(HeaderValue::from_bytes(b"Bearer \xff\xfe").unwrap()),
+                Some(HeaderValue::from_static(
+                    "PCDN-Operator key=zz, timestamp=1, nonce=00, signature=00",
+                )),
+                Some(HeaderValue::from_bytes(b"PCDN-Device \xff\xfe").unwrap()),
             ];
             for header in bad_headers {
-                let mut request = api.without_secret().request(operation.method.clone(), &good_path);
+                let mut request = api.request(operation.method.clone(), &good_path);
                 if let Some(header) = &header {
                     request = request.header(AUTHORIZATION, header.clone());
                 }
@@ -145,10 +148,8 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
             for value in values {
                 let path = operation.path.replace(parameter, &value);
                 let path = concrete(&path, "edge-1", &content);
-                let mut request = api.request(operation.method.clone(), &path);
-                if operation.has_body {
-                    request = request.body("{}");
-                }
+                let body = if operation.has_body { "{}" } else { "" };
+                let request = api.signed(operation.method.clone(), &path, body);
                 assert_4xx_json(&api, request, &what(&format!("path {path}"))).await;
                 checked += 1;
             }
@@ -156,7 +157,7 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
 
         if operation.has_body {
             for body in garbage_bodies() {
-                let request = api.request(operation.method.clone(), &good_path).body(body.clone());
+                let request = api.signed(operation.method.clone(), &good_path, body.clone());
                 let shown = String::from_utf8_lossy(&body[..body.len().min(60)]).into_owned();
                 let error = assert_4xx_json(&api, request, &what(&format!("body {shown:?}"))).await;
                 let code = error["error"].as_str().unwrap();
@@ -250,17 +251,17 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
             "upload_capacity_bps",
         ),
     ] {
-        let error = assert_4xx_json(
-            &api,
-            api.request(Method::POST, "/v1/devices").json(&body),
-            &body.to_string(),
-        )
-        .await;
+        let request = api.signed(Method::POST, "/v1/devices", serde_json::to_vec(&body).unwrap());
+        let error = assert_4xx_json(&api, request, &body.to_string()).await;
         assert!(error["message"].as_str().unwrap().contains(field), "{body}: {error}");
         checked += 1;
     }
     let contents = json!({"contents": [cid(1), "nothex"]});
-    let request = api.request(Method::PUT, "/v1/devices/edge-1/contents").json(&contents);
+    let request = api.signed(
+        Method::PUT,
+        "/v1/devices/edge-1/contents",
+        serde_json::to_vec(&contents).unwrap(),
+    );
     let error = assert_4xx_json(&api, request, "bad second content id").await;
     assert!(error["message"].as_str().unwrap().contains("`contents[1]`"), "{error}");
 

@@ -71,7 +71,7 @@ async fn two_instances_on_one_redis_share_devices_manifests_and_expiry() {
     let (foreign_cid, foreign) = signed_manifest(3, &key(2));
     api1.put_manifest(&foreign_cid, foreign)
         .await
-        .expect_error(403, "not_an_origin");
+        .expect_error(403, "wrong_signer");
     let mut tampered = manifest.clone();
     *tampered.last_mut().unwrap() ^= 1;
     api1.put_manifest(&manifest_cid, tampered)
@@ -110,11 +110,11 @@ async fn two_instances_on_one_redis_share_devices_manifests_and_expiry() {
             .await
             .expect_error(404, "unknown_device");
     }
-    // The origin's key stops being a publisher's once the origin expired.
+    // An expired origin has no registered key: it must register again to publish.
     let (late_cid, late) = signed_manifest(4, &publisher);
     api1.put_manifest(&late_cid, late)
         .await
-        .expect_error(403, "not_an_origin");
+        .expect_error(403, "wrong_signer");
     wait_until(
         Duration::from_secs(30),
         "the sweepers to count 4 expirations",
@@ -167,9 +167,9 @@ async fn an_unreachable_redis_is_a_clear_start_error_and_a_503_later() {
     api.register("edge-1", "127.0.0.1:7901", 1_000).await.expect(200);
     drop(redis);
     // Bad input is still a 4xx: validation happens before the store is asked.
-    api.register("", "127.0.0.1:7901", 1_000)
+    api.call(reqwest::Method::GET, "/v1/contents/xyz/servers", None)
         .await
-        .expect_error(400, "invalid_field");
+        .expect_error(400, "invalid_path");
     // A well-formed request the store cannot answer is a 503, and /health says so.
     api.heartbeat("edge-1", 0, 0, true)
         .await
@@ -181,7 +181,11 @@ async fn an_unreachable_redis_is_a_clear_start_error_and_a_503_later() {
     );
     tracker.stop().await.unwrap();
 
-    let config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), url.parse().unwrap(), SECRET.into());
+    let config = TrackerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        url.parse().unwrap(),
+        operator().public(),
+    );
     let error = format!("{:#}", bind(config).await.err().expect("no redis to connect to"));
     assert!(
         error.contains("cannot reach the Redis store") && error.contains(&url),

@@ -101,22 +101,16 @@ async fn device_lifecycle_and_lookup() {
 }
 
 #[tokio::test]
-async fn device_endpoints_need_the_secret() {
+async fn device_endpoints_need_a_signed_request_and_lookups_do_not() {
     let dir = tempfile::tempdir().unwrap();
     let tracker = start_sqlite(dir.path(), LONG_TTL).await;
     let api = Api::new(tracker.local_addr());
-    for stranger in [
-        api.without_secret(),
-        api.with_secret("wrong"),
-        api.with_secret("test-secre"),
-    ] {
-        stranger
-            .register("edge-1", "127.0.0.1:1", 1)
-            .await
-            .expect_error(401, "unauthorized");
-    }
+    let stranger = api.unsigned();
+    stranger
+        .register("edge-1", "127.0.0.1:1", 1)
+        .await
+        .expect_error(401, "unauthorized");
     api.register("edge-1", "127.0.0.1:1", 1).await.expect(200);
-    let stranger = api.with_secret("nope");
     stranger
         .heartbeat("edge-1", 0, 0, true)
         .await
@@ -131,20 +125,20 @@ async fn device_endpoints_need_the_secret() {
         .put_manifest(&content, bytes)
         .await
         .expect_error(401, "unauthorized");
-    // The scheme is case-insensitive and surrounding whitespace is ignored.
-    let lower = api
-        .without_secret()
-        .request(Method::POST, "/v1/devices/edge-1/heartbeat")
-        .header("authorization", format!("bearer   {SECRET} "))
-        .json(&json!({"sessions": 0, "upload_bps": 0, "healthy": true}));
-    api.send(lower).await.expect(200);
+    let answer = stranger
+        .call(Method::POST, "/v1/revocations", Some(json!({"id": "edge-1"})))
+        .await
+        .expect_error(401, "unauthorized");
+    assert!(answer.json()["message"].as_str().unwrap().contains("PCDN-Operator"));
     // Lookups, manifests and operations are public.
-    let public = api.without_secret();
-    public.lookup(&cid(1), None).await;
-    public.get_manifest(&cid(1)).await.expect_error(404, "unknown_manifest");
-    public.health().await;
-    public.metrics().await;
-    public.call(Method::GET, "/openapi.json", None).await.expect(200);
+    stranger.lookup(&cid(1), None).await;
+    stranger
+        .get_manifest(&cid(1))
+        .await
+        .expect_error(404, "unknown_manifest");
+    stranger.health().await;
+    stranger.metrics().await;
+    stranger.call(Method::GET, "/openapi.json", None).await.expect(200);
     tracker.stop().await.unwrap();
 }
 
@@ -223,6 +217,11 @@ async fn manifests_are_accepted_only_verified_and_from_an_origin() {
     let body = json!({"id": "edge", "addr": "127.0.0.1:7901", "upload_capacity_bps": 1,
                       "public_key": hex::encode(stranger.verifying_key().to_bytes())});
     api.call(Method::POST, "/v1/devices", Some(body)).await.expect(200);
+    let (edge_content, edge_bytes) = signed_manifest(8, &stranger);
+    api.as_device("edge")
+        .put_manifest(&edge_content, edge_bytes)
+        .await
+        .expect_error(403, "wrong_role");
 
     let (content, bytes) = signed_manifest(5, &publisher);
     api.get_manifest(&content).await.expect_error(404, "unknown_manifest");
@@ -236,7 +235,7 @@ async fn manifests_are_accepted_only_verified_and_from_an_origin() {
     let (foreign, foreign_bytes) = signed_manifest(6, &stranger);
     api.put_manifest(&foreign, foreign_bytes)
         .await
-        .expect_error(403, "not_an_origin");
+        .expect_error(403, "wrong_signer");
     api.get_manifest(&foreign).await.expect_error(404, "unknown_manifest");
 
     // A flipped bit in a block hash breaks the signature (and changes the content id: put it
@@ -279,12 +278,12 @@ async fn manifests_are_accepted_only_verified_and_from_an_origin() {
     // Nothing refused replaced the stored manifest.
     assert_eq!(api.get_manifest(&content).await.expect(200).bytes, bytes);
 
-    // Once its origin is gone the key is no longer a publisher's.
+    // Once it is gone the origin must register (its key) again to publish.
     api.remove("origin-1").await.expect(204);
     let (other, other_bytes) = signed_manifest(7, &publisher);
     api.put_manifest(&other, other_bytes)
         .await
-        .expect_error(403, "not_an_origin");
+        .expect_error(403, "wrong_signer");
     tracker.stop().await.unwrap();
 }
 
@@ -428,9 +427,10 @@ async fn openapi_document_is_valid_and_every_route_exists() {
             );
         }
     }
-    assert_eq!(operations, 11);
+    assert_eq!(operations, 12);
     for documented in [
         "/v1/rendezvous",
+        "/v1/revocations",
         "/v1/devices",
         "/v1/devices/{id}/heartbeat",
         "/v1/devices/{id}/contents",

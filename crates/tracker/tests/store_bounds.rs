@@ -191,7 +191,7 @@ async fn redis_lookups_are_bounded_whatever_the_holders_and_origins() {
 
 /// A tracker on `store` with `limits` (ttl 5 s, so a sweep every 1.25 s).
 async fn start_with(store: StoreUrl, limits: StoreLimits) -> RunningTracker {
-    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, SECRET.into());
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, operator().public());
     config.ttl = Duration::from_secs(5);
     config.heartbeat = Duration::from_secs(1);
     config.limits = limits;
@@ -230,7 +230,9 @@ async fn manifests_are_capped_counted_and_orphans_removed(store: StoreUrl) {
     api.register_origin("origin-2", "127.0.0.1:7810", &two)
         .await
         .expect(200);
-    let answer = api
+    // Each origin publishes the manifests signed by its own key.
+    let (origin_1, origin_2) = (api.as_device("origin-1"), api.as_device("origin-2"));
+    let answer = origin_1
         .put_manifest(&huge_cid, huge)
         .await
         .expect_error(413, "manifest_too_large");
@@ -244,10 +246,10 @@ async fn manifests_are_capped_counted_and_orphans_removed(store: StoreUrl) {
     let (first_cid, first) = signed_manifest(1, &one);
     let (second_cid, second) = signed_manifest(2, &one);
     let (third_cid, third) = signed_manifest(3, &one);
-    api.put_manifest(&first_cid, first.clone()).await.expect(204);
-    api.put_manifest(&second_cid, second.clone()).await.expect(204);
-    api.put_manifest(&first_cid, first.clone()).await.expect(204);
-    let answer = api
+    origin_1.put_manifest(&first_cid, first.clone()).await.expect(204);
+    origin_1.put_manifest(&second_cid, second.clone()).await.expect(204);
+    origin_1.put_manifest(&first_cid, first.clone()).await.expect(204);
+    let answer = origin_1
         .put_manifest(&third_cid, third.clone())
         .await
         .expect_error(403, "manifest_quota_exceeded");
@@ -261,11 +263,12 @@ async fn manifests_are_capped_counted_and_orphans_removed(store: StoreUrl) {
     // The byte quota, per key: 3,264 bytes of 98 block hashes are over 3,000 for origin-2.
     let (big_cid, big) = manifest_of(2, 100_000, 1024, &two);
     assert!(big.len() > 3_000, "{}", big.len());
-    api.put_manifest(&big_cid, big)
+    origin_2
+        .put_manifest(&big_cid, big)
         .await
         .expect_error(403, "manifest_quota_exceeded");
     let (small_cid, small) = signed_manifest(4, &two);
-    api.put_manifest(&small_cid, small).await.expect(204);
+    origin_2.put_manifest(&small_cid, small).await.expect(204);
 
     // Orphans: origin-1 leaves; its first manifest is held by a live edge, its second by no
     // one. Only the second goes, after the grace period, and that frees quota for the third.
@@ -289,7 +292,7 @@ async fn manifests_are_capped_counted_and_orphans_removed(store: StoreUrl) {
     api.register_origin("origin-1", "127.0.0.1:7800", &one)
         .await
         .expect(200);
-    api.put_manifest(&third_cid, third).await.expect(204);
+    origin_1.put_manifest(&third_cid, third).await.expect(204);
     api.remove("origin-1").await.expect(204);
 
     // The last holder leaving makes the first an orphan too.

@@ -14,7 +14,7 @@ fn config(tls: TlsFiles) -> TrackerConfig {
     let mut config = TrackerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         StoreUrl::SqliteMemory,
-        common::SECRET.into(),
+        common::operator().public(),
     );
     config.tls = Some(tls);
     config
@@ -51,7 +51,7 @@ async fn the_api_answers_over_https_and_plain_http_is_told_to_use_https() {
     assert_eq!(health.status(), 200);
     let body: serde_json::Value = health.json().await.unwrap();
     assert_eq!(body["status"], "ok");
-    // A device request goes through TLS too (and reaches the API: a 401 without a secret).
+    // A device request goes through TLS too (and reaches the API: a 401 without a signature).
     let register = https
         .post(format!("https://localhost:{port}/v1/devices"))
         .json(&serde_json::json!({}))

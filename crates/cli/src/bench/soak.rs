@@ -9,6 +9,7 @@ mod flood;
 use anyhow::{Context, bail, ensure};
 use clap::Args;
 use pcdn_core::wire::ContentId;
+use pcdn_identity::Role;
 use pcdn_net::fetch::{FetchConfig, fetch};
 use pcdn_net::serve::{ServerConfig, TrackerSettings, spawn_server};
 use pcdn_net::store::Store;
@@ -21,9 +22,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The environment variable that hands the tracker's secret to the bench's child processes
-/// (never on a command line, where `ps` shows it).
-const SECRET_ENV: &str = "PCDN_SOAK_SECRET";
 /// How often the processes' memory and descriptors are sampled and the progress line drawn.
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 
@@ -58,6 +56,12 @@ pub struct SoakArgs {
     tracker: Option<String>,
     #[arg(long, hide = true)]
     origin: bool,
+    /// The tracker child's operator public key file.
+    #[arg(long, hide = true)]
+    operator_key: Option<PathBuf>,
+    /// A server child's credential file.
+    #[arg(long, hide = true)]
+    credential: Option<PathBuf>,
 }
 
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
@@ -90,13 +94,14 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
 
 /// A child process: the tracker or one server, until SIGTERM.
 async fn child(role: &str, args: &SoakArgs) -> anyhow::Result<()> {
-    let secret = std::env::var(SECRET_ENV).with_context(|| format!("{SECRET_ENV} is not set"))?;
     let listen = args.listen.context("--listen")?;
     let store = args.store.clone().context("--store")?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     match role {
         "tracker" => {
-            let tracker = pcdn_tracker::bind(TrackerConfig::new(listen, StoreUrl::Sqlite(store), secret)).await?;
+            let operator_key = args.operator_key.as_deref().context("--operator-key")?;
+            let operator_key = pcdn_identity::files::read_operator_public(operator_key)?;
+            let tracker = pcdn_tracker::bind(TrackerConfig::new(listen, StoreUrl::Sqlite(store), operator_key)).await?;
             terminate.recv().await;
             tracker.stop().await
         }
@@ -106,7 +111,7 @@ async fn child(role: &str, args: &SoakArgs) -> anyhow::Result<()> {
             config.upload_limit_bps = Some(args.upload_limit);
             config.tracker = Some(TrackerSettings {
                 url: args.tracker.clone().context("--tracker")?,
-                secret,
+                identity: pcdn_identity::files::read_credential(args.credential.as_deref().context("--credential")?)?,
             });
             let server = spawn_server(config).await?;
             terminate.recv().await;
@@ -167,13 +172,12 @@ fn free_port() -> anyhow::Result<SocketAddr> {
     })
 }
 
-fn spawn(name: &str, dir: &Path, secret: &str, extra: &[String]) -> anyhow::Result<Proc> {
+fn spawn(name: &str, dir: &Path, extra: &[String]) -> anyhow::Result<Proc> {
     let exe = std::env::current_exe().context("the pcdn binary's path")?;
     let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
     let child = Command::new(exe)
         .args(["bench", "soak"])
         .args(extra)
-        .env(SECRET_ENV, secret)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -252,17 +256,21 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
     std::fs::write(&sample, &data).with_context(|| format!("writing {}", sample.display()))?;
     let expected = blake3::hash(&data);
     drop(data);
-    let mut secret = [0u8; 16];
-    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-    let secret: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    // The operator's key and one credential per server, as an operator makes them.
+    let operator_dir = dir.join("operator");
+    let operator = pcdn_identity::files::init_operator(&operator_dir)?;
 
     let tracker_addr = free_port()?;
     let tracker_url = format!("http://{tracker_addr}");
     let mut procs = vec![spawn(
         "tracker",
         dir,
-        &secret,
         &[
+            "--operator-key".into(),
+            operator_dir
+                .join(pcdn_identity::files::OPERATOR_PUB_FILE)
+                .display()
+                .to_string(),
             "--role".into(),
             "tracker".into(),
             "--listen".into(),
@@ -296,10 +304,15 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
             "--upload-limit".into(),
             args.upload_limit.to_string(),
         ];
-        if i == 0 {
-            extra.push("--origin".into());
-        }
-        procs.push(spawn(&name, dir, &secret, &extra)?);
+        let role = if i == 0 { Role::Origin } else { Role::Edge };
+        let now_ms = pcdn_identity::unix_millis();
+        let identity = operator
+            .enroll(&name, role, now_ms, now_ms / 1000 + 86_400)
+            .map_err(anyhow::Error::msg)?;
+        let credential = operator_dir.join(format!("{name}.cred"));
+        pcdn_identity::files::write_credential(&credential, &identity)?;
+        extra.extend(["--credential".into(), credential.display().to_string()]);
+        procs.push(spawn(&name, dir, &extra)?);
     }
     let content = content.expect("at least the origin");
     wait_for_registry(&tracker_url, &content, args.edges as usize).await?;

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -163,6 +163,47 @@ pub fn http_get_bytes(addr: SocketAddr, path: &str, extra_headers: &str) -> (u16
     (status, head, raw[split + 4..].to_vec())
 }
 
+/// Runs `pcdn ARGS...` to completion, asserting success; its stdout.
+pub fn pcdn_ok(args: &[&std::ffi::OsStr]) -> String {
+    let output = pcdn().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "pcdn {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The operator directory of a test directory.
+pub fn operator_dir(dir: &Path) -> PathBuf {
+    dir.join("operator")
+}
+
+/// `pcdn operator init DIR/operator`.
+pub fn operator_init(dir: &Path) {
+    pcdn_ok(&["operator".as_ref(), "init".as_ref(), operator_dir(dir).as_os_str()]);
+}
+
+/// `pcdn operator enroll DIR/operator --id ID --role ROLE -o DIR/operator/ID.cred`; the file.
+pub fn enroll(dir: &Path, id: &str, role: &str) -> PathBuf {
+    let credential = operator_dir(dir).join(format!("{id}.cred"));
+    let operator = operator_dir(dir);
+    pcdn_ok(&[
+        "operator".as_ref(),
+        "enroll".as_ref(),
+        operator.as_os_str(),
+        "--id".as_ref(),
+        id.as_ref(),
+        "--role".as_ref(),
+        role.as_ref(),
+        "-o".as_ref(),
+        credential.as_os_str(),
+    ]);
+    credential
+}
+
+/// `pcdn tracker` on `addr` with a SQLite store in `dir`, trusting the operator of
+/// `operator_init(dir)`; returns once it is healthy.
 pub fn start_tracker(dir: &Path, addr: SocketAddr) -> Proc {
     let proc = Proc::spawn(
         "tracker",
@@ -171,8 +212,8 @@ pub fn start_tracker(dir: &Path, addr: SocketAddr) -> Proc {
             .args(["--listen", &addr.to_string()])
             .arg("--store")
             .arg(format!("sqlite:{}", dir.join("t.db").display()))
-            .arg("--secret-file")
-            .arg(dir.join("SECRET")),
+            .arg("--operator-key")
+            .arg(operator_dir(dir).join("operator.pub")),
     );
     let deadline = Instant::now() + Duration::from_secs(20);
     while http_get(addr, "/health").is_none_or(|(status, _)| status != 200) {
@@ -226,8 +267,7 @@ impl Stack {
     /// Starts the stack in `dir`; `import(store)` puts the content into each server's store
     /// (every store must get the same id) and returns its id.
     pub fn start(dir: tempfile::TempDir, links: &[Link], import: impl Fn(&Path) -> String) -> Stack {
-        let secret = dir.path().join("SECRET");
-        std::fs::write(&secret, "stack-test-secret\n").unwrap();
+        operator_init(dir.path());
         let tracker_addr = free_tcp();
         let tracker = start_tracker(dir.path(), tracker_addr);
 
@@ -254,6 +294,7 @@ impl Stack {
         let emulator = Proc::spawn("emulator", pcdn().arg("emulate").arg("--config").arg(&links_file));
         let mut servers = Vec::new();
         for (link, store, listen, relay) in plan {
+            let credential = enroll(dir.path(), link.name, if link.origin { "origin" } else { "edge" });
             let mut command = pcdn();
             command
                 .arg("serve")
@@ -261,13 +302,9 @@ impl Stack {
                 .arg(&store)
                 .args(["--listen", &listen.to_string()])
                 .args(["--tracker", &format!("http://{tracker_addr}")])
-                .arg("--secret-file")
-                .arg(&secret)
-                .args(["--advertise", &relay.to_string()])
-                .args(["--id", link.name]);
-            if link.origin {
-                command.arg("--origin");
-            }
+                .arg("--credential")
+                .arg(&credential)
+                .args(["--advertise", &relay.to_string()]);
             servers.push(Proc::spawn(link.name, &mut command));
         }
         let origins = links.iter().filter(|l| l.origin).count();

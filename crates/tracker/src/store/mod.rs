@@ -1,6 +1,7 @@
 //! The registry's storage behind one async trait: SQLite (the default, one tracker instance) or
 //! Redis (several tracker instances acting as one registry).
 
+mod nonces;
 pub(crate) mod redis;
 pub(crate) mod sqlite;
 
@@ -60,11 +61,29 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Removes a device; false if it was not live.
     fn remove(&self, id: &str, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Whether `key` is the public key of a live origin device.
-    fn is_origin_key(&self, key: &[u8; 32], now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// The `public_key` the live device `id` registered; `None` if it is not live or gave none.
+    fn public_key(&self, id: &str, now_ms: u64) -> impl Future<Output = Result<Option<[u8; 32]>, StoreError>> + Send;
 
-    /// Stores a verified signed manifest signed by `signer`, replacing any earlier one for the
-    /// same content, unless that would take the signer over its quota (`StoreLimits`).
+    /// Revokes `id`: credentials of the id issued before `before_ms` are refused from now on
+    /// (a later revocation of the same id only moves the instant forward), and a live
+    /// registration of the id is removed at once; returns whether one was.
+    fn revoke(&self, id: &str, before_ms: u64, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The instant before which credentials of `id` were revoked, if any.
+    fn revoked_before(&self, id: &str) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
+
+    /// Records a request's replay key until `forget_at_ms`; false if it was already recorded
+    /// (a replay). Shared by every tracker instance on the same store.
+    fn remember_nonce(
+        &self,
+        key: [u8; 32],
+        forget_at_ms: u64,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Stores a verified signed manifest signed by `signer`, replacing an earlier one of the
+    /// same content only if the same key signed it (`SignerConflict` otherwise), and unless that
+    /// would take the signer over its quota (`StoreLimits`). Atomic across tracker instances.
     fn put_manifest(
         &self,
         content: ContentId,
@@ -108,5 +127,9 @@ pub(crate) enum ManifestPut {
     OverQuota {
         count: u64,
         bytes: u64,
+    },
+    /// Refused: the content's stored manifest is signed by `stored`, which alone may replace it.
+    SignerConflict {
+        stored: [u8; 32],
     },
 }

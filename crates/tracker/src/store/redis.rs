@@ -20,6 +20,11 @@
 //!   → signer key hex, every stored manifest; `signed:{signer hex}`: sorted set of the contents
 //!   a signer keeps scored by manifest size, and `signed-bytes`: hash of signer → bytes kept
 //!   (the quota); `orphan-since`: hash of content hex → when the manifest became an orphan.
+//!   Only a stored manifest's own signer may replace it.
+//! - `revoked`: hash of revoked device id → the instant (Unix ms) before which its credentials
+//!   are refused.
+//! - `nonce:{replay key hex}`: a signed request seen recently, expiring when its timestamp
+//!   leaves the clock window; `SET NX` makes "first to see it" atomic across instances.
 //!
 //! Every operation that touches several keys is one Lua script, atomic across instances. A
 //! lookup is one script, so one round trip: the first live entries of the content's ranking and
@@ -49,6 +54,8 @@ const MANIFEST_SIGNER_KEY: &str = "pcdn:manifest-signer";
 const SIGNED_PREFIX: &str = "pcdn:signed:";
 const SIGNED_BYTES_KEY: &str = "pcdn:signed-bytes";
 const ORPHAN_SINCE_KEY: &str = "pcdn:orphan-since";
+const REVOKED_KEY: &str = "pcdn:revoked";
+const NONCE_PREFIX: &str = "pcdn:nonce:";
 /// Manifests one orphan-sweep script examines (`HSCAN` count); the sweep loops over the index.
 const MANIFEST_SWEEP_BATCH: usize = 500;
 /// Devices one sweep script examines; the sweep loops until a batch comes back short.
@@ -215,12 +222,22 @@ end
 return {cleaned, #ids}
 ";
 
+/// KEYS: revoked. ARGV: id, before_ms. Records the revocation, never moving it back.
+const REVOKE: &str = r"
+local previous = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > previous then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+";
+
 /// KEYS: manifest, manifest-signer, signed:{signer}, signed-bytes, orphan-since. ARGV: content
 /// hex, signer hex, size, max count, max bytes, manifest bytes, signed prefix. Stores the
-/// manifest unless the signer's quota would be passed; returns {stored, count, bytes}, the
-/// signer's manifests and bytes besides this one.
+/// manifest unless another signer's is stored (returns {2, 0, 0}) or the signer's quota would
+/// be passed (returns {0, count, bytes}); else returns {1, count, bytes}, the signer's manifests
+/// and bytes besides this one.
 const PUT_MANIFEST: &str = r"
 local cid, signer, size = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local previous = redis.call('HGET', KEYS[2], cid)
+if previous and previous ~= signer then return {2, 0, 0} end
 local count = redis.call('ZCARD', KEYS[3])
 local used = tonumber(redis.call('HGET', KEYS[4], signer) or '0')
 local same = redis.call('ZSCORE', KEYS[3], cid)
@@ -229,14 +246,6 @@ if same then
   used = used - tonumber(same)
 end
 if count + 1 > tonumber(ARGV[4]) or used + size > tonumber(ARGV[5]) then return {0, count, used} end
-local previous = redis.call('HGET', KEYS[2], cid)
-if previous and previous ~= signer then
-  local old = redis.call('ZSCORE', ARGV[7] .. previous, cid)
-  if old then
-    redis.call('ZREM', ARGV[7] .. previous, cid)
-    redis.call('HINCRBY', KEYS[4], previous, -tonumber(old))
-  end
-end
 redis.call('ZADD', KEYS[3], size, cid)
 redis.call('HSET', KEYS[4], signer, used + size)
 redis.call('HSET', KEYS[2], cid, signer)
@@ -287,6 +296,7 @@ pub(crate) struct RedisStore {
     heartbeat: Script,
     announce: Script,
     remove: Script,
+    revoke: Script,
     sweep: Script,
     lookup: Script,
     put_manifest: Script,
@@ -385,6 +395,7 @@ impl RedisStore {
             heartbeat: Script::new(&format!("{RANK_SCORE}{HEARTBEAT}")),
             announce: Script::new(&format!("{RANK_SCORE}{ANNOUNCE}")),
             remove: Script::new(REMOVE),
+            revoke: Script::new(REVOKE),
             sweep: Script::new(SWEEP),
             lookup: Script::new(LOOKUP),
             put_manifest: Script::new(PUT_MANIFEST),
@@ -490,8 +501,42 @@ impl Store for RedisStore {
         Ok(removed == 1)
     }
 
-    async fn is_origin_key(&self, key: &[u8; 32], _now_ms: u64) -> Result<bool, StoreError> {
-        Ok(self.live_origin_keys().await?.contains(key))
+    async fn public_key(&self, id: &str, _now_ms: u64) -> Result<Option<[u8; 32]>, StoreError> {
+        let record: Option<String> = self.connection().get(device_key(id)).await?;
+        match record {
+            Some(record) => Ok(decode_device(id, &record)?.registration.public_key),
+            None => Ok(None),
+        }
+    }
+
+    async fn revoke(&self, id: &str, before_ms: u64, now_ms: u64) -> Result<bool, StoreError> {
+        // Recorded first: from here on the device's requests are refused, so it cannot
+        // register again between the two steps.
+        let _: i64 = self
+            .revoke
+            .key(REVOKED_KEY)
+            .arg(id)
+            .arg(before_ms)
+            .invoke_async(&mut self.connection())
+            .await?;
+        self.remove(id, now_ms).await
+    }
+
+    async fn revoked_before(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.connection().hget(REVOKED_KEY, id).await?)
+    }
+
+    async fn remember_nonce(&self, key: [u8; 32], forget_at_ms: u64, now_ms: u64) -> Result<bool, StoreError> {
+        let ttl_ms = forget_at_ms.saturating_sub(now_ms).max(1);
+        let set: Option<String> = redis::cmd("SET")
+            .arg(format!("{NONCE_PREFIX}{}", hex::encode(key)))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(set.is_some())
     }
 
     async fn put_manifest(
@@ -518,10 +563,17 @@ impl Store for RedisStore {
             .arg(SIGNED_PREFIX)
             .invoke_async(&mut self.connection())
             .await?;
-        Ok(if stored == 1 {
-            ManifestPut::Stored
-        } else {
-            ManifestPut::OverQuota { count, bytes: used }
+        Ok(match stored {
+            1 => ManifestPut::Stored,
+            2 => {
+                let stored: String = self.connection().hget(MANIFEST_SIGNER_KEY, &cid).await?;
+                ManifestPut::SignerConflict {
+                    stored: crate::model::parse_public_key(&stored).map_err(|_| {
+                        StoreError::Corrupt(format!("redis hash {MANIFEST_SIGNER_KEY} holds {stored:?} for {cid}"))
+                    })?,
+                }
+            }
+            _ => ManifestPut::OverQuota { count, bytes: used },
         })
     }
 

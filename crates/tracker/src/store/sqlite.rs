@@ -7,6 +7,7 @@
 //! only the model (a read lock and a few hash look-ups), which is what lets one tracker answer
 //! tens of thousands of lookups per second on two cores.
 
+use super::nonces::NonceSet;
 use super::{ManifestPut, Store, StoreError, ttl_millis};
 use crate::StoreLimits;
 use crate::model::{Device, Load, Lookup, Registration};
@@ -38,6 +39,10 @@ CREATE TABLE IF NOT EXISTS device_contents (
     content BLOB NOT NULL,
     PRIMARY KEY (device_id, content)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS revocations (
+    id TEXT PRIMARY KEY NOT NULL,
+    before_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS manifests (
     content BLOB PRIMARY KEY NOT NULL,
     bytes BLOB NOT NULL,
@@ -70,6 +75,9 @@ struct Inner {
     /// second connection would open a different, empty database.
     reader: Option<Mutex<Connection>>,
     registry: RwLock<Registry>,
+    /// Replay keys of recent signed requests. In memory: a restart forgets them, so a request
+    /// captured less than the clock window before a restart could be replayed once after it.
+    nonces: Mutex<NonceSet>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,6 +144,7 @@ impl SqliteStore {
                 writer: Mutex::new(writer),
                 reader,
                 registry: RwLock::new(registry),
+                nonces: Mutex::new(NonceSet::default()),
             }),
             ttl_ms,
             limits,
@@ -238,6 +247,11 @@ fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
         };
         let content = ContentId(content.as_slice().try_into().map_err(|_| bad())?);
         registry.add_manifest(content, meta);
+    }
+    let mut revocations = connection.prepare("SELECT id, before_ms FROM revocations")?;
+    let mut rows = revocations.query([])?;
+    while let Some(row) = rows.next()? {
+        registry.revoked.insert(row.get(0)?, row.get::<_, i64>(1)? as u64);
     }
     Ok(registry)
 }
@@ -352,13 +366,41 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn is_origin_key(&self, key: &[u8; 32], now_ms: u64) -> Result<bool, StoreError> {
+    async fn public_key(&self, id: &str, now_ms: u64) -> Result<Option<[u8; 32]>, StoreError> {
         let registry = self.inner.read_registry();
-        Ok(registry.origins.iter().any(|origin| {
-            registry
-                .live_entry(&origin.id, now_ms, self.ttl_ms)
-                .is_some_and(|entry| entry.device.registration.public_key.as_ref() == Some(key))
-        }))
+        Ok(registry
+            .live_entry(id, now_ms, self.ttl_ms)
+            .and_then(|entry| entry.device.registration.public_key))
+    }
+
+    async fn revoke(&self, id: &str, before_ms: u64, now_ms: u64) -> Result<bool, StoreError> {
+        let ttl_ms = self.ttl_ms;
+        let id = id.to_owned();
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            writer
+                .prepare_cached(
+                    "INSERT INTO revocations (id, before_ms) VALUES (?1, ?2)
+                     ON CONFLICT (id) DO UPDATE SET before_ms = max(before_ms, excluded.before_ms)",
+                )?
+                .execute(params![id, before_ms as i64])?;
+            let live = inner.read_registry().live_entry(&id, now_ms, ttl_ms).is_some();
+            delete_devices(&mut writer, std::slice::from_ref(&id))?;
+            let mut registry = inner.write_registry();
+            registry.remove(&id);
+            let revoked = registry.revoked.entry(id).or_insert(before_ms);
+            *revoked = (*revoked).max(before_ms);
+            Ok(live)
+        })
+        .await
+    }
+
+    async fn revoked_before(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.inner.read_registry().revoked.get(id).copied())
+    }
+
+    async fn remember_nonce(&self, key: [u8; 32], forget_at_ms: u64, now_ms: u64) -> Result<bool, StoreError> {
+        Ok(lock(&self.inner.nonces).insert(key, forget_at_ms, now_ms))
     }
 
     async fn put_manifest(
@@ -371,6 +413,11 @@ impl Store for SqliteStore {
         let (max_count, max_bytes) = (self.limits.manifests_per_origin, self.limits.manifest_bytes_per_origin);
         self.blocking(move |inner| {
             let writer = lock(&inner.writer);
+            if let Some(stored) = inner.read_registry().manifests.get(&content)
+                && stored.signer != signer
+            {
+                return Ok(ManifestPut::SignerConflict { stored: stored.signer });
+            }
             let usage = inner.read_registry().usage_besides(&signer, &content);
             let size = bytes.len() as u64;
             if usage.count + 1 > max_count || usage.bytes.saturating_add(size) > max_bytes {
@@ -548,15 +595,15 @@ mod tests {
             (ids(&found.servers), ids(&found.origins)),
             (vec!["edge"], vec!["origin"])
         );
-        assert!(store.is_origin_key(&[7; 32], live_at).await.unwrap());
-        assert!(!store.is_origin_key(&[8; 32], live_at).await.unwrap());
+        assert_eq!(store.public_key("origin", live_at).await.unwrap(), Some([7; 32]));
+        assert_eq!(store.public_key("edge", live_at).await.unwrap(), None);
 
         let expired_at = 1_000 + 30_000;
         let found = store.lookup(content, 8, expired_at).await.unwrap();
         assert!(found.servers.is_empty() && found.origins.is_empty(), "{found:?}");
         assert!(!store.heartbeat("edge", Load::FRESH, expired_at).await.unwrap());
         assert_eq!(store.announce("edge", vec![], expired_at).await.unwrap(), None);
-        assert!(!store.is_origin_key(&[7; 32], expired_at).await.unwrap());
+        assert_eq!(store.public_key("origin", expired_at).await.unwrap(), None);
         assert_eq!(store.live_devices(expired_at).await.unwrap(), 0);
         assert_eq!(store.sweep(expired_at).await.unwrap(), 2);
         assert_eq!(store.sweep(expired_at).await.unwrap(), 0);

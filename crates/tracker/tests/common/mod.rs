@@ -5,20 +5,21 @@
 
 use pcdn_core::ed25519_dalek::SigningKey;
 use pcdn_core::manifest::{Manifest, SignedManifest};
+use pcdn_identity::{DeviceIdentity, OperatorKey, Role, request, unix_millis};
 use pcdn_tracker::{RunningTracker, StoreUrl, TrackerConfig, bind};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
-
-pub const SECRET: &str = "test-secret";
 
 /// A tracker on 127.0.0.1:0 with `store` and `ttl` (heartbeat interval 1 s).
 pub async fn start(store: StoreUrl, ttl: Duration) -> RunningTracker {
-    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, SECRET.into());
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, operator().public());
     config.ttl = ttl;
     config.heartbeat = Duration::from_secs(1);
     bind(config).await.expect("tracker starts")
@@ -27,7 +28,7 @@ pub async fn start(store: StoreUrl, ttl: Duration) -> RunningTracker {
 /// A tracker like `start`'s without per-source rate limits: for tests that set up thousands of
 /// devices from one address.
 pub async fn start_unlimited(store: StoreUrl, ttl: Duration) -> RunningTracker {
-    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, SECRET.into());
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, operator().public());
     config.ttl = ttl;
     config.heartbeat = Duration::from_secs(1);
     config.rate_limits = pcdn_tracker::RateLimits::OFF;
@@ -100,12 +101,42 @@ pub fn assert_error_shape(answer: &Answer) {
     );
 }
 
+/// The operator key every test tracker trusts.
+pub fn operator() -> OperatorKey {
+    OperatorKey::from_secret([42; 32])
+}
+
+/// A credential for `id` and `role` from the test operator, valid for a day.
+pub fn enroll(id: &str, role: Role) -> DeviceIdentity {
+    let now = unix_millis();
+    operator().enroll(id, role, now, now / 1000 + 86_400).unwrap()
+}
+
+/// Who signs the requests of an [`Api`].
+#[derive(Clone, Debug)]
+pub enum Signer {
+    /// The device the request is about: the `{id}` in the path, the `id` of a registration,
+    /// the last origin registered for a manifest, the operator for a revocation.
+    Auto,
+    /// This device, whatever the request.
+    Device(String),
+    /// Nobody (no `Authorization` header).
+    Nobody,
+}
+
+/// Every device identity of this test process, by id: enrolled on first use with the test
+/// operator (as an edge, or as an origin by `register_origin`), so that every `Api` signs as the
+/// same device for the same id.
+static IDENTITIES: LazyLock<Mutex<HashMap<String, DeviceIdentity>>> = LazyLock::new(Mutex::default);
+
 /// An HTTP client for one tracker.
 #[derive(Clone)]
 pub struct Api {
     pub base: String,
     pub http: reqwest::Client,
-    pub secret: Option<String>,
+    pub signer: Signer,
+    /// The origin that signs manifests for `Signer::Auto` (the last one `register_origin`ed).
+    publisher: Arc<Mutex<Option<String>>>,
 }
 
 impl Api {
@@ -113,30 +144,108 @@ impl Api {
         Api {
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
-            secret: Some(SECRET.into()),
+            signer: Signer::Auto,
+            publisher: Arc::default(),
         }
     }
 
-    pub fn without_secret(&self) -> Api {
+    /// The same client signing nothing.
+    pub fn unsigned(&self) -> Api {
         Api {
-            secret: None,
+            signer: Signer::Nobody,
             ..self.clone()
         }
     }
 
-    pub fn with_secret(&self, secret: &str) -> Api {
+    /// The same client signing every request as device `id`.
+    pub fn as_device(&self, id: &str) -> Api {
         Api {
-            secret: Some(secret.into()),
+            signer: Signer::Device(id.to_owned()),
             ..self.clone()
         }
     }
 
+    /// The identity of `id`, enrolled now if it has none, or if `role` is given and differs.
+    pub fn identity(&self, id: &str, role: Option<Role>) -> DeviceIdentity {
+        let mut identities = IDENTITIES.lock().unwrap();
+        match identities.get(id) {
+            Some(identity) if role.is_none_or(|role| role == identity.role()) => identity.clone(),
+            _ => {
+                let identity = enroll(id, role.unwrap_or(Role::Edge));
+                identities.insert(id.to_owned(), identity.clone());
+                identity
+            }
+        }
+    }
+
+    /// Uses `identity` for its id from now on.
+    pub fn set_identity(&self, identity: DeviceIdentity) {
+        IDENTITIES.lock().unwrap().insert(identity.id().to_owned(), identity);
+    }
+
+    /// An unsigned request.
     pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base));
-        match &self.secret {
-            Some(secret) => builder.bearer_auth(secret),
-            None => builder,
+        self.http.request(method, format!("{}{path}", self.base))
+    }
+
+    /// The `Authorization` header this client's signer gives the request, if any.
+    pub fn authorization(&self, method: &Method, path: &str, body: &[u8]) -> Option<String> {
+        let nonce = request::random_nonce().unwrap();
+        let device = match &self.signer {
+            Signer::Nobody => return None,
+            Signer::Device(id) => id.clone(),
+            Signer::Auto if path.starts_with("/v1/revocations") => {
+                return Some(request::operator_authorization(
+                    &operator(),
+                    method.as_str(),
+                    path,
+                    body,
+                    unix_millis(),
+                    nonce,
+                ));
+            }
+            Signer::Auto => {
+                let segments: Vec<&str> = path.split('/').collect();
+                if let ["", "v1", "devices", id, ..] = segments[..] {
+                    id.to_owned()
+                } else if path.starts_with("/v1/devices") {
+                    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                    body["id"].as_str().unwrap_or("edge-1").to_owned()
+                } else if path.starts_with("/v1/contents/") {
+                    self.publisher
+                        .lock()
+                        .unwrap()
+                        .clone()
+                        .unwrap_or_else(|| "origin".into())
+                } else {
+                    return None;
+                }
+            }
+        };
+        let id = if pcdn_identity::check_device_id(&device).is_ok() {
+            device
+        } else {
+            "edge-1".to_owned()
+        };
+        let identity = self.identity(&id, None);
+        Some(request::device_authorization(
+            &identity,
+            method.as_str(),
+            path,
+            body,
+            unix_millis(),
+            nonce,
+        ))
+    }
+
+    /// A request with `body`, signed by this client's signer.
+    pub fn signed(&self, method: Method, path: &str, body: impl Into<Vec<u8>>) -> reqwest::RequestBuilder {
+        let body = body.into();
+        let mut builder = self.request(method.clone(), path);
+        if let Some(authorization) = self.authorization(&method, path, &body) {
+            builder = builder.header(reqwest::header::AUTHORIZATION, authorization);
         }
+        builder.body(body)
     }
 
     pub async fn send(&self, builder: reqwest::RequestBuilder) -> Answer {
@@ -156,10 +265,12 @@ impl Api {
     }
 
     pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
-        let mut builder = self.request(method, path);
-        if let Some(body) = body {
-            builder = builder.json(&body);
-        }
+        let builder = match body {
+            Some(body) => self
+                .signed(method, path, serde_json::to_vec(&body).unwrap())
+                .header(reqwest::header::CONTENT_TYPE, "application/json"),
+            None => self.signed(method, path, Vec::new()),
+        };
         self.send(builder).await
     }
 
@@ -169,6 +280,8 @@ impl Api {
     }
 
     pub async fn register_origin(&self, id: &str, addr: &str, key: &SigningKey) -> Answer {
+        self.identity(id, Some(Role::Origin));
+        *self.publisher.lock().unwrap() = Some(id.to_owned());
         let body = json!({
             "id": id, "addr": addr, "origin": true, "upload_capacity_bps": 100_000_000u64,
             "public_key": hex::encode(key.verifying_key().to_bytes()),
@@ -195,9 +308,8 @@ impl Api {
 
     pub async fn put_manifest(&self, cid: &str, bytes: Vec<u8>) -> Answer {
         let builder = self
-            .request(Method::PUT, &format!("/v1/contents/{cid}/manifest"))
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(bytes);
+            .signed(Method::PUT, &format!("/v1/contents/{cid}/manifest"), bytes)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream");
         self.send(builder).await
     }
 

@@ -33,6 +33,8 @@ pub(super) struct Registry {
     /// What each stored manifest is, and what each signer keeps (the bytes are in SQLite).
     pub(super) manifests: HashMap<ContentId, ManifestMeta>,
     pub(super) usage: HashMap<[u8; 32], Usage>,
+    /// Revoked device ids → the instant before which their credentials are refused.
+    pub(super) revoked: HashMap<String, u64>,
 }
 
 /// A stored manifest's signer, size and since when it has been an orphan (`sweep_manifests`).
