@@ -21,6 +21,8 @@ done
 # and Chromium (crates/cli/tests/video.rs). Those tests fail, never skip, without them.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# systemd-analyze checks the example units of deploy/ (crates/cli/tests/deploy_units.rs).
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 { command -v ffmpeg && command -v ffprobe; } >/dev/null 2>&1 || missing+=(ffmpeg)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # ip (iproute2: netns, veth, tc) and nft (nftables) build the NATed homes of
