@@ -78,3 +78,22 @@ fn main() -> anyhow::Result<()> {
         Command::Tracker(args) => pcdn_tracker::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example config files of `deploy/` are valid for the commands their units run.
+    #[test]
+    fn the_deploy_configs_parse() {
+        let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+        for (command, file) in [("tracker", "tracker.toml"), ("serve", "edge.toml")] {
+            let config = deploy.join(file);
+            let argv = ["pcdn", command, "--config", config.to_str().unwrap()].map(std::ffi::OsString::from);
+            let cli = config_file::with_config_option(Cli::command());
+            let argv = config_file::expand(&cli, argv.to_vec()).unwrap_or_else(|e| panic!("{e}"));
+            let matches = cli.try_get_matches_from(argv).unwrap_or_else(|e| panic!("{file}: {e}"));
+            Cli::from_arg_matches(&matches).unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+    }
+}
