@@ -108,15 +108,17 @@ impl Drop for Proc {
 /// ephemeral socket may get it before the server meant for it binds it (a stack then waited
 /// 60 s for an edge that had failed to start). The walk starts at an offset from the process
 /// id, so test processes running side by side start apart.
-fn free_port(bindable: impl Fn(u16) -> bool) -> u16 {
+/// `width` ports in a row are handed out at once (a tracker's UDP rendezvous takes its HTTP
+/// port's number and the next), and `port + width` stays below 32768.
+fn free_port(width: u32, bindable: impl Fn(u16) -> bool) -> u16 {
     const LOW: u32 = 20_000;
     const SPAN: u32 = 12_000;
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let start = std::process::id().wrapping_mul(997) % SPAN;
     loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT.fetch_add(width, Ordering::Relaxed);
         assert!(n < SPAN, "no free loopback port left below the ephemeral range");
-        let port = u16::try_from(LOW + (start + n) % SPAN).expect("below 32768");
+        let port = u16::try_from(LOW + (start + n) % (SPAN - width)).expect("below 32768");
         if bindable(port) {
             return port;
         }
@@ -124,12 +126,18 @@ fn free_port(bindable: impl Fn(u16) -> bool) -> u16 {
 }
 
 pub fn free_udp() -> SocketAddr {
-    let port = free_port(|p| UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
+    let port = free_port(1, |p| UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
+/// A loopback port for a tracker: free for TCP, and for UDP together with the next one (its
+/// rendezvous ports by default).
 pub fn free_tcp() -> SocketAddr {
-    let port = free_port(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
+    let port = free_port(2, |p| {
+        TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
+            && UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
+            && UdpSocket::bind((Ipv4Addr::LOCALHOST, p + 1)).is_ok()
+    });
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
