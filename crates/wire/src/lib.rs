@@ -17,7 +17,10 @@
 //! assert_eq!(request.ranges.seq_count(), 5);
 //! ```
 
+mod codec;
 pub mod rendezvous;
+
+use codec::{Reader, check_token, put_token};
 
 /// The protocol version this crate speaks.
 pub const VERSION: u8 = 1;
@@ -333,13 +336,6 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) -> Result<(), EncodeErro
     }
 }
 
-fn check_token(token: &[u8]) -> Result<(), EncodeError> {
-    if token.len() > MAX_TOKEN_LEN {
-        return Err(EncodeError::TokenTooLong(token.len()));
-    }
-    Ok(())
-}
-
 fn put_request<I>(out: &mut Vec<u8>, conn_id: u64, token: &[u8], request_id: u64, ranges: I) -> Result<(), EncodeError>
 where
     I: Iterator<Item = SeqRange> + Clone,
@@ -394,11 +390,6 @@ fn check_ranges(ranges: impl Iterator<Item = SeqRange>, fixed: usize) -> Result<
     Ok(count)
 }
 
-fn put_token(out: &mut Vec<u8>, token: &[u8]) {
-    out.push(token.len() as u8);
-    out.extend_from_slice(token);
-}
-
 fn put_ranges(out: &mut Vec<u8>, count: usize, ranges: impl Iterator<Item = SeqRange>) {
     debug_assert!((1..=MAX_RANGES).contains(&count));
     out.push(count as u8);
@@ -408,36 +399,8 @@ fn put_ranges(out: &mut Vec<u8>, count: usize, ranges: impl Iterator<Item = SeqR
     }
 }
 
-/// Reads fields front to back; every read checks the length first.
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
+/// The content protocol's own field: a count, then that many sequence ranges (§3).
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(DecodeError::Truncated);
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn token(&mut self) -> Result<&'a [u8], DecodeError> {
-        let len = usize::from(self.u8()?);
-        if len > MAX_TOKEN_LEN {
-            return Err(DecodeError::Malformed("token longer than 64 bytes"));
-        }
-        self.take(len)
-    }
     fn ranges(&mut self) -> Result<Ranges<'a>, DecodeError> {
         let count = usize::from(self.u8()?);
         if count == 0 {
@@ -454,13 +417,6 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(ranges)
-    }
-    fn finish(&self) -> Result<(), DecodeError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(DecodeError::Malformed("trailing bytes"))
-        }
     }
 }
 
@@ -493,7 +449,7 @@ pub fn decode(datagram: &[u8]) -> Result<Message<'_>, DecodeError> {
     if datagram.len() > MAX_DATAGRAM {
         return Err(DecodeError::Oversized(datagram.len()));
     }
-    let mut r = Reader { buf: datagram };
+    let mut r = Reader::new(datagram);
     let version = r.u8()?;
     if version != VERSION {
         return Err(DecodeError::UnsupportedVersion(version));

@@ -7,7 +7,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::{DecodeError, EncodeError, MAX_DATAGRAM, MAX_TOKEN_LEN, VERSION};
+use crate::codec::{Reader, check_token, put_token};
+use crate::{DecodeError, EncodeError, MAX_DATAGRAM, VERSION};
 
 /// Rendezvous type codes. Towards the tracker or a peer: `0x1_`; from the tracker: `0x9_`.
 pub mod kind {
@@ -165,7 +166,7 @@ pub fn decode(datagram: &[u8]) -> Result<Rendezvous<'_>, DecodeError> {
     if datagram.len() > MAX_DATAGRAM {
         return Err(DecodeError::Oversized(datagram.len()));
     }
-    let mut r = Reader { buf: datagram };
+    let mut r = Reader::new(datagram);
     let version = r.u8()?;
     if version != VERSION {
         return Err(DecodeError::UnsupportedVersion(version));
@@ -201,22 +202,8 @@ pub fn decode(datagram: &[u8]) -> Result<Rendezvous<'_>, DecodeError> {
         }
         other => return Err(DecodeError::UnknownType(other)),
     };
-    if !r.buf.is_empty() {
-        return Err(DecodeError::Malformed("trailing bytes"));
-    }
+    r.finish()?;
     Ok(message)
-}
-
-fn check_token(token: &[u8]) -> Result<(), EncodeError> {
-    if token.len() > MAX_TOKEN_LEN {
-        return Err(EncodeError::TokenTooLong(token.len()));
-    }
-    Ok(())
-}
-
-fn put_token(out: &mut Vec<u8>, token: &[u8]) {
-    out.push(token.len() as u8);
-    out.extend_from_slice(token);
 }
 
 /// The cookie's bytes repeated over `n` bytes (4 for IPv4, 16 for IPv6).
@@ -241,32 +228,8 @@ fn put_addr(out: &mut Vec<u8>, addr: SocketAddr) {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(DecodeError::Truncated);
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn token(&mut self) -> Result<&'a [u8], DecodeError> {
-        let len = usize::from(self.u8()?);
-        if len > MAX_TOKEN_LEN {
-            return Err(DecodeError::Malformed("token longer than 64 bytes"));
-        }
-        self.take(len)
-    }
+impl Reader<'_> {
+    /// An address written by [`put_addr`].
     fn addr(&mut self) -> Result<SocketAddr, DecodeError> {
         let family = self.u8()?;
         let port = u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")) ^ (MAGIC_COOKIE >> 16) as u16;
