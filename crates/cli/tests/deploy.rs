@@ -360,19 +360,7 @@ fn two_natted_edges_serve_a_viewer_behind_a_third_nat_and_a_symmetric_nat_is_lef
     let operator = tmp.path().join("operator");
     common::pcdn_ok(&["operator".as_ref(), "init".as_ref(), operator.as_os_str()]);
     std::fs::copy(operator.join("operator.pub"), server.dir.join("operator.pub")).unwrap();
-    let enroll = |id: &str, role: &str, file: &std::path::Path| {
-        common::pcdn_ok(&[
-            "operator".as_ref(),
-            "enroll".as_ref(),
-            operator.as_os_str(),
-            "--id".as_ref(),
-            id.as_ref(),
-            "--role".as_ref(),
-            role.as_ref(),
-            "-o".as_ref(),
-            file.as_os_str(),
-        ]);
-    };
+    let enroll = |id: &str, role: &str, file: &std::path::Path| common::enroll_into(&operator, id, role, file);
     enroll("origin-1", "origin", &server.dir.join("origin-1.cred"));
     enroll("edge-1", "edge", &edge1.dir.join("edge.cred"));
     enroll("edge-2", "edge", &edge2.dir.join("edge.cred"));

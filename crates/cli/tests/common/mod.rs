@@ -195,7 +195,12 @@ pub fn operator_init(dir: &Path) {
 /// `pcdn operator enroll DIR/operator --id ID --role ROLE -o DIR/operator/ID.cred`; the file.
 pub fn enroll(dir: &Path, id: &str, role: &str) -> PathBuf {
     let credential = operator_dir(dir).join(format!("{id}.cred"));
-    let operator = operator_dir(dir);
+    enroll_into(&operator_dir(dir), id, role, &credential);
+    credential
+}
+
+/// `pcdn operator enroll OPERATOR --id ID --role ROLE -o CREDENTIAL`.
+pub fn enroll_into(operator: &Path, id: &str, role: &str, credential: &Path) {
     pcdn_ok(&[
         "operator".as_ref(),
         "enroll".as_ref(),
@@ -207,7 +212,6 @@ pub fn enroll(dir: &Path, id: &str, role: &str) -> PathBuf {
         "-o".as_ref(),
         credential.as_os_str(),
     ]);
-    credential
 }
 
 /// `pcdn tracker` on `addr` with a SQLite store in `dir`, trusting the operator of
