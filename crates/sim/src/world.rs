@@ -149,34 +149,56 @@ impl WorldSpec {
     }
 
     fn download_config(&self, content: wire::ContentId, seed: u64, video: Option<&PlayerConfig>) -> DownloadConfig {
-        let mut config = DownloadConfig::new(content, self.content_length, self.packet_size);
-        config.reorder_buffer = self.reorder_buffer;
-        config.keep_data = false;
-        config.seed = seed;
-        // The simulated clock wakes every node exactly when it asked: no late timer to make up.
-        config.pacing_slack = Duration::ZERO;
-        if let Some(size) = self.task_size.filter(|&s| s > 0 && s < self.content_length) {
-            config.tasks = (0..self.content_length.div_ceil(size))
-                .map(|i| i * size..((i + 1) * size).min(self.content_length))
-                .collect();
-        } else if let Some(video) = video.filter(|_| self.task_size.is_none()) {
-            // Douyin's PCDN fetches one segment per task (Pscheduler §III-A); bytes after the
-            // video, if any, are the last task.
-            let spec = &video.spec;
-            config.tasks = (0..spec.segments()).map(|i| spec.segment_bytes(i)).collect();
-            let end = spec.total_bytes();
-            if end < self.content_length {
-                config.tasks.push(end..self.content_length);
-            }
-            config.tasks.retain(|t| !t.is_empty());
-        }
-        config.video = video.cloned();
-        config
+        download_config(
+            content,
+            self.content_length,
+            self.packet_size,
+            self.task_size,
+            self.reorder_buffer,
+            seed,
+            video,
+        )
     }
 }
 
+/// A simulated client's download of `content_length` bytes: tasks of `task_size`, or the
+/// video's segments when a video plays, or the whole content at once.
+pub(crate) fn download_config(
+    content: wire::ContentId,
+    content_length: u64,
+    packet_size: u32,
+    task_size: Option<u64>,
+    reorder_buffer: u64,
+    seed: u64,
+    video: Option<&PlayerConfig>,
+) -> DownloadConfig {
+    let mut config = DownloadConfig::new(content, content_length, packet_size);
+    config.reorder_buffer = reorder_buffer;
+    config.keep_data = false;
+    config.seed = seed;
+    // The simulated clock wakes every node exactly when it asked: no late timer to make up.
+    config.pacing_slack = Duration::ZERO;
+    if let Some(size) = task_size.filter(|&s| s > 0 && s < content_length) {
+        config.tasks = (0..content_length.div_ceil(size))
+            .map(|i| i * size..((i + 1) * size).min(content_length))
+            .collect();
+    } else if let Some(video) = video.filter(|_| task_size.is_none()) {
+        // Douyin's PCDN fetches one segment per task (Pscheduler §III-A); bytes after the
+        // video, if any, are the last task.
+        let spec = &video.spec;
+        config.tasks = (0..spec.segments()).map(|i| spec.segment_bytes(i)).collect();
+        let end = spec.total_bytes();
+        if end < content_length {
+            config.tasks.push(end..content_length);
+        }
+        config.tasks.retain(|t| !t.is_empty());
+    }
+    config.video = video.cloned();
+    config
+}
+
 /// Mean rate of a link's configured rate in bit/s.
-fn link_rate_bps(link: &LinkConfig) -> f64 {
+pub(crate) fn link_rate_bps(link: &LinkConfig) -> f64 {
     match &link.rate {
         crate::link::Rate::Fixed(bps) => *bps as f64,
         crate::link::Rate::Trace(t) => t.mean_rate_bps(),
@@ -189,7 +211,7 @@ fn link_rate_bps(link: &LinkConfig) -> f64 {
 /// content is all zeros, so a DATA travels as its header and payload length and is rebuilt,
 /// byte for byte, when it arrives; anything else (REQUEST, HELLO, WELCOME, ...) travels in a
 /// buffer that goes back to the world's spares when it is delivered.
-enum Datagram {
+pub(crate) enum Datagram {
     ZeroData {
         header: [u8; wire::DATA_HEADER_LEN],
         payload: u16,
@@ -199,7 +221,7 @@ enum Datagram {
 
 impl Datagram {
     /// `bytes` in compact form; a buffer is taken from `spares` when one is needed.
-    fn compact(bytes: &[u8], spares: &mut Vec<Vec<u8>>) -> Datagram {
+    pub(crate) fn compact(bytes: &[u8], spares: &mut Vec<Vec<u8>>) -> Datagram {
         let header = wire::DATA_HEADER_LEN;
         if bytes.len() >= header && bytes[1] == wire::kind::DATA {
             debug_assert!(
@@ -217,6 +239,18 @@ impl Datagram {
         buf.clear();
         buf.extend_from_slice(bytes);
         Datagram::Bytes(buf)
+    }
+
+    /// The datagram's bytes; a compact DATA is rebuilt in `rx` (zeroed past the header, at
+    /// least [`wire::MAX_DATAGRAM`] bytes long).
+    pub(crate) fn bytes<'a>(&'a self, rx: &'a mut [u8]) -> &'a [u8] {
+        match self {
+            Datagram::ZeroData { header, payload } => {
+                rx[..wire::DATA_HEADER_LEN].copy_from_slice(header);
+                &rx[..wire::DATA_HEADER_LEN + usize::from(*payload)]
+            }
+            Datagram::Bytes(v) => v,
+        }
     }
 }
 
@@ -614,13 +648,7 @@ impl World {
     }
 
     fn deliver(&mut self, route: RouteId, datagram: Datagram) {
-        let bytes: &[u8] = match &datagram {
-            Datagram::ZeroData { header, payload } => {
-                self.rx[..wire::DATA_HEADER_LEN].copy_from_slice(header);
-                &self.rx[..wire::DATA_HEADER_LEN + usize::from(*payload)]
-            }
-            Datagram::Bytes(v) => v,
-        };
+        let bytes = datagram.bytes(&mut self.rx);
         match self.endpoints[route.0 as usize] {
             Endpoint::Client { server } => {
                 let path = self.servers[server].path;

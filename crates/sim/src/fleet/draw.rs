@@ -1,0 +1,127 @@
+//! The viewers' random draws (arrival times, videos, how much they watch), from the seed alone,
+//! so that every scheduler of a comparison meets the same viewers.
+
+use super::ViewerSpec;
+use pcdn_core::time::{Duration, Instant};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// One viewer, before it arrives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Arrival {
+    pub at: Instant,
+    pub video: usize,
+    /// Fraction of the video watched before leaving.
+    pub watch: f64,
+}
+
+/// Every viewer of `spec` over `videos` videos, in arrival order.
+pub(super) fn arrivals(spec: &ViewerSpec, videos: usize, seed: u64) -> Vec<Arrival> {
+    let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "viewers"));
+    let zipf = ZipfTable::new(videos, spec.zipf);
+    let mean_gap = spec.arrival_window.as_secs_f64() / spec.count.max(1) as f64;
+    let mut t = 0.0;
+    (0..spec.count)
+        .map(|_| {
+            // Exponential gaps: a Poisson process (inverse transform of a uniform in (0, 1]).
+            let u: f64 = 1.0 - rng.random::<f64>();
+            t += -u.ln() * mean_gap;
+            let video = zipf.sample(rng.random::<f64>());
+            let (lo, hi) = spec.watch;
+            let watch = lo + (hi - lo) * rng.random::<f64>();
+            Arrival {
+                at: Instant::ZERO + Duration::from_secs_f64(t),
+                video,
+                watch,
+            }
+        })
+        .collect()
+}
+
+/// A seed for one named stream of draws, independent of the others.
+pub(super) fn stream_seed(seed: u64, stream: &str) -> u64 {
+    let mut h = blake3::Hasher::new_derive_key("pcdn-sim 2026 fleet stream");
+    h.update(&seed.to_le_bytes());
+    h.update(stream.as_bytes());
+    u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Zipf's law over `n` items by inverse transform on the cumulative weights.
+struct ZipfTable {
+    cumulative: Vec<f64>,
+}
+
+impl ZipfTable {
+    fn new(n: usize, exponent: f64) -> ZipfTable {
+        let mut total = 0.0;
+        let cumulative = (0..n)
+            .map(|k| {
+                total += 1.0 / ((k + 1) as f64).powf(exponent);
+                total
+            })
+            .collect();
+        ZipfTable { cumulative }
+    }
+
+    /// The item for a uniform draw `u` in [0, 1).
+    fn sample(&self, u: f64) -> usize {
+        let total = self.cumulative.last().copied().unwrap_or(0.0);
+        let target = u * total;
+        self.cumulative
+            .partition_point(|&c| c <= target)
+            .min(self.cumulative.len().saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::LinkConfig;
+
+    fn viewers(count: usize, zipf: f64) -> ViewerSpec {
+        ViewerSpec {
+            count,
+            arrival_window: Duration::from_secs(100),
+            zipf,
+            watch: (0.5, 1.0),
+            access_down: LinkConfig::fixed(50_000_000, Duration::from_millis(5)),
+            access_up: LinkConfig::fixed(10_000_000, Duration::from_millis(5)),
+            edges_per_viewer: 4,
+        }
+    }
+
+    #[test]
+    fn zipf_weights_follow_the_law() {
+        let table = ZipfTable::new(3, 1.0);
+        // Weights 1, 1/2, 1/3 of a total 11/6.
+        assert_eq!(table.sample(0.0), 0);
+        assert_eq!(table.sample(0.54), 0);
+        assert_eq!(table.sample(0.56), 1);
+        assert_eq!(table.sample(0.81), 1);
+        assert_eq!(table.sample(0.83), 2);
+        assert_eq!(table.sample(0.999_999), 2);
+    }
+
+    #[test]
+    fn arrivals_are_reproducible_skewed_and_spread_over_the_window() {
+        let spec = viewers(4000, 1.0);
+        let a = arrivals(&spec, 10, 7);
+        assert_eq!(a, arrivals(&spec, 10, 7));
+        assert_ne!(a, arrivals(&spec, 10, 8));
+        assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+        let last = (a.last().unwrap().at - Instant::ZERO).as_secs_f64();
+        assert!(
+            (85.0..115.0).contains(&last),
+            "last arrival at {last} s of a 100 s window"
+        );
+        let mut counts = [0usize; 10];
+        for v in &a {
+            counts[v.video] += 1;
+            assert!((0.5..=1.0).contains(&v.watch));
+        }
+        // Video 0 is about twice as popular as video 1 and ten times video 9.
+        let ratio = counts[0] as f64 / counts[1] as f64;
+        assert!((1.7..2.4).contains(&ratio), "{counts:?}");
+        assert!(counts[0] > 6 * counts[9], "{counts:?}");
+    }
+}

@@ -1,0 +1,124 @@
+//! Fleet runs on small hand-built fleets: determinism, conservation of bytes, the CDN share
+//! with and without edges, and a device that fails mid-run.
+
+use super::*;
+use crate::link::QueueLimit;
+
+fn video() -> VideoSpec {
+    // 1 Mbit/s for 8 s: 1 MB.
+    VideoSpec::new(1_000_000, Duration::from_secs(8))
+}
+
+fn fleet(viewers: usize, devices: usize, holds: bool) -> FleetSpec {
+    let ms = Duration::from_millis;
+    let queue = QueueLimit::packets(200);
+    FleetSpec {
+        videos: vec![video(); 3],
+        viewers: ViewerSpec {
+            count: viewers,
+            arrival_window: Duration::from_secs(20),
+            zipf: 0.8,
+            watch: (1.0, 1.0),
+            access_down: LinkConfig::fixed(50_000_000, ms(5)).with_queue(queue),
+            access_up: LinkConfig::fixed(10_000_000, ms(5)).with_queue(queue),
+            edges_per_viewer: 2,
+        },
+        devices: (0..devices)
+            .map(|i| DeviceSpec {
+                name: format!("edge{i}"),
+                uplink: LinkConfig::fixed(4_000_000, ms(10 + 5 * i as u64)).with_queue(queue),
+                downlink: LinkConfig::fixed(50_000_000, ms(10 + 5 * i as u64)).with_queue(queue),
+                holds: if holds { vec![0, 1, 2] } else { Vec::new() },
+                fail_at: None,
+            })
+            .collect(),
+        origin_uplink: LinkConfig::fixed(1_000_000_000, ms(30)).with_queue(QueueLimit::packets(1000)),
+        origin_downlink: LinkConfig::fixed(1_000_000_000, ms(30)).with_queue(QueueLimit::packets(1000)),
+        packet_size: 1200,
+        reorder_buffer: 4_000_000,
+        duration: Duration::from_secs(120),
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run_and_another_seed_another() {
+    let spec = fleet(6, 3, true);
+    let a = run(&spec, "weave", "cubic", 1).unwrap();
+    let b = run(&spec, "weave", "cubic", 1).unwrap();
+    assert_eq!(a.viewers, b.viewers);
+    assert_eq!(a.device_bytes, b.device_bytes);
+    let c = run(&spec, "weave", "cubic", 2).unwrap();
+    assert_ne!(a.viewers, c.viewers);
+}
+
+#[test]
+fn every_viewer_watches_its_video_and_served_bytes_are_received_bytes() {
+    let spec = fleet(8, 3, true);
+    let out = run(&spec, "minrtt", "cubic", 3).unwrap();
+    assert_eq!(out.viewers.len(), 8);
+    assert!(out.viewers.iter().all(|v| v.finished), "{:#?}", out.viewers);
+    assert!(out.viewers.iter().all(|v| v.first_frame_s.is_some()));
+    // Lossless links and queues that never overflow at these rates, and every viewer stays
+    // until its last frame: every payload byte a server sent reached a viewer.
+    let received: u64 = out.viewers.iter().map(|v| v.origin_bytes + v.edge_bytes).sum();
+    let served: u64 = out.device_bytes.iter().sum::<u64>() + out.origin_window_bytes.iter().sum::<u64>();
+    assert_eq!(served, received);
+    assert!(received >= 8 * video().total_bytes());
+    // The edges took part.
+    assert!(out.device_bytes.iter().all(|&b| b > 0), "{:?}", out.device_bytes);
+    assert!(out.cdn_share() < 1.0);
+    assert!(out.edge_utilization > 0.0 && out.edge_utilization <= 1.0);
+}
+
+#[test]
+fn with_empty_edges_the_cdn_serves_everything() {
+    let out = run(&fleet(5, 3, false), "weave", "cubic", 4).unwrap();
+    assert_eq!(out.cdn_share(), 1.0);
+    assert!(out.device_bytes.iter().all(|&b| b == 0));
+    assert!(out.cdn_p95_mbps() > 0.0);
+}
+
+#[test]
+fn a_device_that_fails_mid_run_costs_no_viewer_its_video() {
+    let mut spec = fleet(8, 2, true);
+    spec.devices[0].fail_at = Some(Duration::from_secs(6));
+    let out = run(&spec, "weave", "cubic", 5).unwrap();
+    assert!(out.viewers.iter().all(|v| v.finished), "{:#?}", out.viewers);
+    assert!(out.device_bytes[0] > 0, "the device served before it failed");
+}
+
+#[test]
+fn viewers_who_watch_part_of_a_video_leave_early() {
+    // No edge and a slow origin: downloads take longer than a quarter of the video.
+    let mut spec = fleet(6, 0, true);
+    spec.origin_uplink = LinkConfig::fixed(1_500_000, Duration::from_millis(30));
+    spec.viewers.watch = (0.25, 0.25);
+    let out = run(&spec, "weave", "cubic", 6).unwrap();
+    assert!(out.viewers.iter().all(|v| v.finished));
+    let received: u64 = out.viewers.iter().map(|v| v.origin_bytes + v.edge_bytes).sum();
+    // They left after a quarter of the video, with some of the rest in flight or buffered.
+    assert!(received < 6 * video().total_bytes(), "{received}");
+}
+
+#[test]
+fn bad_input_is_refused_with_its_reason() {
+    let mut spec = fleet(1, 1, true);
+    spec.devices[0].holds = vec![7];
+    let e = run(&spec, "weave", "cubic", 1).unwrap_err().to_string();
+    assert!(e.contains("edge0") && e.contains("video 7"), "{e}");
+    let mut spec = fleet(1, 1, true);
+    spec.viewers.watch = (0.0, 1.0);
+    assert!(matches!(run(&spec, "weave", "cubic", 1), Err(FleetError::Watch(_))));
+    assert!(matches!(
+        run(&fleet(1, 1, true), "nope", "cubic", 1),
+        Err(FleetError::UnknownScheduler(_))
+    ));
+}
+
+#[test]
+fn quantiles_are_nearest_rank() {
+    let mut v = vec![5.0, 1.0, 3.0, 2.0, 4.0];
+    assert_eq!(quantile(&mut v, 0.5), Some(3.0));
+    assert_eq!(quantile(&mut v, 0.95), Some(5.0));
+    assert_eq!(quantile(&mut [], 0.5), None);
+}

@@ -1,0 +1,585 @@
+//! The fleet's event loop: viewers arrive, look their video up, download it from edges and the
+//! origin while they watch, and leave; servers answer them through shared links.
+//!
+//! Links: each server has one link towards the viewers (its upload, which all the viewers it
+//! serves share) and one from them; each viewer has its access line in both directions, which
+//! all its servers share. A viewer–server pair is two routes over those links.
+
+use super::draw::{self, Arrival};
+use super::{BILLING_WINDOW, FleetError, FleetOutcome, FleetSpec, ViewerRecord};
+use crate::link::{LinkConfig, Packet};
+use crate::network::{LinkId, Network, RouteId};
+use crate::world::{Datagram, download_config, link_rate_bps};
+use pcdn_core::cc::ControllerFactory;
+use pcdn_core::player::PlayerConfig;
+use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
+use pcdn_core::time::{Duration, Instant};
+use pcdn_core::{Download, PathId, ServerInfo, cc, scheduler, wire};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// Runs the fleet of `spec` with every viewer on `scheduler` and `cc`, seeded with `seed`.
+pub fn run(spec: &FleetSpec, scheduler: &str, cc: &str, seed: u64) -> Result<FleetOutcome, FleetError> {
+    FleetWorld::new(spec, scheduler, cc, seed)?.run()
+}
+
+/// Synthetic videos (all zeros) on one server's disk.
+struct Shelf {
+    lengths: Vec<u64>,
+    held: Vec<bool>,
+}
+
+impl ContentSource for Shelf {
+    fn info(&self, id: &wire::ContentId) -> Option<ContentInfo> {
+        let video = video_of(id)?;
+        self.held.get(video).copied().filter(|&held| held).map(|_| ContentInfo {
+            length: self.lengths[video],
+        })
+    }
+    fn read(&self, id: &wire::ContentId, offset: u64, buf: &mut [u8]) -> bool {
+        // The server zero-fills the payload before asking; nothing to do but check.
+        self.info(id)
+            .is_some_and(|info| offset + buf.len() as u64 <= info.length)
+    }
+}
+
+/// Tags the content ids of the fleet's videos, so that no other id reads as one.
+const VIDEO_ID_TAG: [u8; 8] = *b"pcdnflt1";
+
+fn content_id(video: usize) -> wire::ContentId {
+    let mut id = [0u8; 32];
+    id[..8].copy_from_slice(&VIDEO_ID_TAG);
+    id[8..16].copy_from_slice(&(video as u64).to_be_bytes());
+    wire::ContentId(id)
+}
+
+fn video_of(id: &wire::ContentId) -> Option<usize> {
+    (id.0[..8] == VIDEO_ID_TAG && id.0[16..].iter().all(|&b| b == 0))
+        .then(|| usize::try_from(u64::from_be_bytes(id.0[8..16].try_into().expect("8 bytes"))).ok())
+        .flatten()
+}
+
+/// Viewer `index`'s address: one per viewer, so each is its own source to the servers.
+fn viewer_addr(index: usize) -> SocketAddr {
+    let n = index as u32;
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (n & 0x00ff_ffff))), 9000)
+}
+
+fn viewer_of(addr: SocketAddr) -> usize {
+    match addr.ip() {
+        IpAddr::V4(ip) => (u32::from(ip) & 0x00ff_ffff) as usize,
+        IpAddr::V6(_) => usize::MAX,
+    }
+}
+
+fn token_key(seed: u64, server: usize) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key("pcdn-sim 2026 fleet server token key");
+    h.update(&seed.to_le_bytes());
+    h.update(&(server as u64).to_le_bytes());
+    *h.finalize().as_bytes()
+}
+
+/// A server: the origin (index 0) or an edge device.
+struct ServerNode {
+    info: ServerInfo,
+    /// Absent once the device failed.
+    session: Option<ServerSession<Shelf>>,
+    /// Towards the viewers (its upload) and from them.
+    up: LinkId,
+    down: LinkId,
+    upload_bps: f64,
+    fail_at: Option<Instant>,
+    timer: Option<Instant>,
+    dirty: bool,
+    /// Payload bytes of DATA sent.
+    bytes_sent: u64,
+    /// Sum of the bitrates of the viewers sent to it and still watching: the load a tracker
+    /// ranks devices by.
+    load_bps: u64,
+}
+
+/// One of a viewer's servers.
+struct ViewerPath {
+    path: PathId,
+    server: usize,
+    down: RouteId,
+    up: RouteId,
+}
+
+/// A viewer while it watches.
+struct ViewerNode {
+    video: usize,
+    arrived: Instant,
+    watch: Duration,
+    bitrate: u64,
+    download: Download,
+    paths: Vec<ViewerPath>,
+    timer: Option<Instant>,
+    dirty: bool,
+    /// When it leaves, once its download is complete.
+    leave_at: Option<Instant>,
+}
+
+/// Where a route ends.
+#[derive(Clone, Copy)]
+enum Endpoint {
+    Viewer { viewer: usize, path: PathId },
+    Server { server: usize, viewer: usize },
+}
+
+/// The simulation state of one fleet run.
+pub struct FleetWorld {
+    spec: FleetSpec,
+    scheduler: String,
+    cc: Box<dyn ControllerFactory>,
+    seed: u64,
+    arrivals: Vec<Arrival>,
+    next_arrival: usize,
+    servers: Vec<ServerNode>,
+    /// Indexed by arrival order; `None` before arrival and after leaving.
+    viewers: Vec<Option<ViewerNode>>,
+    active: Vec<usize>,
+    records: Vec<ViewerRecord>,
+    network: Network<Datagram>,
+    endpoints: Vec<Endpoint>,
+    origin_windows: Vec<u64>,
+    now: Instant,
+    deadline: Instant,
+    buf: Vec<u8>,
+    rx: Vec<u8>,
+    spares: Vec<Vec<u8>>,
+}
+
+impl FleetWorld {
+    /// Builds the fleet of `spec`: servers up, no viewer yet.
+    pub fn new(spec: &FleetSpec, scheduler_name: &str, cc_name: &str, seed: u64) -> Result<FleetWorld, FleetError> {
+        scheduler::by_name(scheduler_name, seed).ok_or_else(|| FleetError::UnknownScheduler(scheduler_name.into()))?;
+        let cc = cc::by_name(cc_name).ok_or_else(|| FleetError::UnknownCc(cc_name.into()))?;
+        if spec.videos.is_empty() {
+            return Err(FleetError::NoVideos);
+        }
+        for (index, video) in spec.videos.iter().enumerate() {
+            video.validate().map_err(|e| FleetError::Video {
+                index,
+                reason: e.to_string(),
+            })?;
+        }
+        let (lo, hi) = spec.viewers.watch;
+        if !(lo > 0.0 && lo <= hi && hi <= 1.0) {
+            return Err(FleetError::Watch(spec.viewers.watch));
+        }
+        let lengths: Vec<u64> = spec.videos.iter().map(|v| v.total_bytes()).collect();
+        let mut network = Network::new(seed);
+        let mut add_link = |what: &str, config: &LinkConfig| {
+            network.add_link(config).map_err(|source| FleetError::Link {
+                what: what.to_owned(),
+                source,
+            })
+        };
+        let mut servers = Vec::with_capacity(spec.devices.len() + 1);
+        let origin_up = add_link("origin", &spec.origin_uplink)?;
+        let origin_down = add_link("origin", &spec.origin_downlink)?;
+        servers.push((
+            ServerInfo {
+                name: "origin".into(),
+                origin: true,
+            },
+            vec![true; lengths.len()],
+            origin_up,
+            origin_down,
+            &spec.origin_uplink,
+            None,
+        ));
+        for device in &spec.devices {
+            let mut held = vec![false; lengths.len()];
+            for &video in &device.holds {
+                *held.get_mut(video).ok_or_else(|| FleetError::UnknownVideo {
+                    device: device.name.clone(),
+                    video,
+                    videos: lengths.len(),
+                })? = true;
+            }
+            let what = format!("device {:?}", device.name);
+            let up = add_link(&what, &device.uplink)?;
+            let down = add_link(&what, &device.downlink)?;
+            servers.push((
+                ServerInfo {
+                    name: device.name.clone(),
+                    origin: false,
+                },
+                held,
+                up,
+                down,
+                &device.uplink,
+                device.fail_at,
+            ));
+        }
+        let servers = servers
+            .into_iter()
+            .enumerate()
+            .map(|(i, (info, held, up, down, uplink, fail_at))| {
+                let config = ServerConfig {
+                    packet_size: spec.packet_size as u16,
+                    token_key: token_key(seed, i),
+                    ..ServerConfig::default()
+                };
+                let shelf = Shelf {
+                    lengths: lengths.clone(),
+                    held,
+                };
+                ServerNode {
+                    info,
+                    session: Some(ServerSession::new(config, shelf)),
+                    up,
+                    down,
+                    upload_bps: link_rate_bps(uplink),
+                    fail_at: fail_at.map(|d| Instant::ZERO + d),
+                    timer: None,
+                    dirty: false,
+                    bytes_sent: 0,
+                    load_bps: 0,
+                }
+            })
+            .collect();
+        let arrivals = draw::arrivals(&spec.viewers, spec.videos.len(), seed);
+        Ok(FleetWorld {
+            spec: spec.clone(),
+            scheduler: scheduler_name.to_owned(),
+            cc,
+            seed,
+            viewers: (0..arrivals.len()).map(|_| None).collect(),
+            arrivals,
+            next_arrival: 0,
+            servers,
+            active: Vec::new(),
+            records: Vec::new(),
+            network,
+            endpoints: Vec::new(),
+            origin_windows: Vec::new(),
+            now: Instant::ZERO,
+            deadline: Instant::ZERO + spec.duration,
+            buf: Vec::with_capacity(wire::MAX_DATAGRAM),
+            rx: vec![0; wire::MAX_DATAGRAM],
+            spares: Vec::new(),
+        })
+    }
+
+    /// Runs until every viewer has left or the duration ends.
+    pub fn run(mut self) -> Result<FleetOutcome, FleetError> {
+        loop {
+            self.flush()?;
+            if self.next_arrival == self.arrivals.len() && self.active.is_empty() {
+                break;
+            }
+            let event = self.next_event();
+            let limit = event.map_or(self.deadline, |t| t.min(self.deadline));
+            match self.network.next_delivery(limit) {
+                Some(t) => {
+                    self.now = self.now.max(t);
+                    while let Some((route, packet)) = self.network.poll_delivered(self.now) {
+                        self.deliver(route, packet.payload);
+                    }
+                }
+                None if event.is_some_and(|t| t <= self.deadline) => self.now = self.now.max(limit),
+                None => {
+                    self.now = self.deadline;
+                    break;
+                }
+            }
+            if event.is_some_and(|t| t <= self.now) {
+                self.handle_events()?;
+            }
+            if self.now >= self.deadline {
+                break;
+            }
+        }
+        for viewer in std::mem::take(&mut self.active) {
+            self.leave(viewer, false);
+        }
+        self.records.sort_by_key(|r| r.index);
+        let end_s = (self.now - Instant::ZERO).as_secs_f64();
+        let alive_s = |s: &ServerNode| s.fail_at.map_or(self.now, |t| t.min(self.now)) - Instant::ZERO;
+        let (used, capacity) = self.servers[1..].iter().fold((0.0, 0.0), |(u, c), s| {
+            (
+                u + s.bytes_sent as f64 * 8.0,
+                c + s.upload_bps * alive_s(s).as_secs_f64(),
+            )
+        });
+        Ok(FleetOutcome {
+            viewers: self.records,
+            device_bytes: self.servers[1..].iter().map(|s| s.bytes_sent).collect(),
+            origin_window_bytes: self.origin_windows,
+            edge_utilization: if capacity > 0.0 { used / capacity } else { 0.0 },
+            end_s,
+        })
+    }
+
+    /// The earliest arrival, node timer, departure or failure.
+    fn next_event(&self) -> Option<Instant> {
+        let arrival = self.arrivals.get(self.next_arrival).map(|a| a.at);
+        let viewers = self
+            .active
+            .iter()
+            .filter_map(|&v| self.viewers[v].as_ref())
+            .flat_map(|v| [v.timer, v.leave_at])
+            .flatten();
+        let servers = self
+            .servers
+            .iter()
+            .flat_map(|s| [s.timer, s.fail_at.filter(|_| s.session.is_some())])
+            .flatten();
+        arrival.into_iter().chain(viewers).chain(servers).min()
+    }
+
+    fn handle_events(&mut self) -> Result<(), FleetError> {
+        let now = self.now;
+        while self.arrivals.get(self.next_arrival).is_some_and(|a| a.at <= now) {
+            self.arrive(self.next_arrival)?;
+            self.next_arrival += 1;
+        }
+        for server in &mut self.servers {
+            if server.session.is_some() && server.fail_at.is_some_and(|t| t <= now) {
+                server.session = None;
+                server.timer = None;
+            } else if server.timer.is_some_and(|t| t <= now) {
+                if let Some(session) = server.session.as_mut() {
+                    session.handle_timeout(now);
+                }
+                server.dirty = true;
+            }
+        }
+        for &v in &self.active {
+            if let Some(viewer) = self.viewers[v].as_mut()
+                && (viewer.timer.is_some_and(|t| t <= now) || viewer.leave_at.is_some_and(|t| t <= now))
+            {
+                viewer.download.handle_timeout(now);
+                viewer.dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Viewer `index` arrives: it looks its video up and opens a path to each server listed.
+    fn arrive(&mut self, index: usize) -> Result<(), FleetError> {
+        let arrival = self.arrivals[index];
+        let now = self.now;
+        let video = &self.spec.videos[arrival.video];
+        let bitrate = video.bitrate_bps;
+        let player = PlayerConfig {
+            spec: video.clone(),
+            jump_to_cdn: None,
+        };
+        let viewer_seed = draw::stream_seed(self.seed, &format!("viewer {index}"));
+        let config = download_config(
+            content_id(arrival.video),
+            video.total_bytes(),
+            self.spec.packet_size,
+            None,
+            self.spec.reorder_buffer,
+            viewer_seed,
+            Some(&player),
+        );
+        let sched = scheduler::by_name(&self.scheduler, viewer_seed).expect("checked in FleetWorld::new");
+        let mut download = Download::new(config, sched).map_err(|e| FleetError::Download {
+            index,
+            reason: e.to_string(),
+        })?;
+        let link_error = |source| FleetError::Link {
+            what: format!("viewer {index}"),
+            source,
+        };
+        let access_down = self
+            .network
+            .add_link(&self.spec.viewers.access_down)
+            .map_err(link_error)?;
+        let access_up = self
+            .network
+            .add_link(&self.spec.viewers.access_up)
+            .map_err(link_error)?;
+        let mut paths = Vec::new();
+        for server in self.lookup(arrival.video) {
+            let node = &mut self.servers[server];
+            node.load_bps += bitrate;
+            let cc = self.cc.build(now, u64::from(self.spec.packet_size));
+            let path = download.add_path(now, node.info.clone(), cc);
+            let down = self.network.add_route(&[node.up, access_down]);
+            let up = self.network.add_route(&[access_up, node.down]);
+            self.endpoints.resize(
+                self.endpoints.len().max(down.0.max(up.0) as usize + 1),
+                Endpoint::Server { server, viewer: index },
+            );
+            self.endpoints[down.0 as usize] = Endpoint::Viewer { viewer: index, path };
+            self.endpoints[up.0 as usize] = Endpoint::Server { server, viewer: index };
+            paths.push(ViewerPath { path, server, down, up });
+        }
+        self.viewers[index] = Some(ViewerNode {
+            video: arrival.video,
+            arrived: now,
+            watch: video.duration.mul_f64(arrival.watch),
+            bitrate,
+            download,
+            paths,
+            timer: None,
+            dirty: true,
+            leave_at: None,
+        });
+        self.active.push(index);
+        Ok(())
+    }
+
+    /// The servers a lookup of `video` lists: up to `edges_per_viewer` live edges that hold it,
+    /// most free upload first (as the tracker ranks them; ties by position), then the origin.
+    fn lookup(&self, video: usize) -> Vec<usize> {
+        let mut edges: Vec<usize> = (1..self.servers.len())
+            .filter(|&i| self.servers[i].session.as_ref().is_some_and(|s| s.source().held[video]))
+            .collect();
+        let free = |i: usize| self.servers[i].upload_bps - self.servers[i].load_bps as f64;
+        edges.sort_by(|&a, &b| free(b).total_cmp(&free(a)).then(a.cmp(&b)));
+        edges.truncate(self.spec.viewers.edges_per_viewer);
+        edges.push(0);
+        edges
+    }
+
+    /// Viewer `index` leaves: its download stops and what it saw is recorded.
+    fn leave(&mut self, index: usize, finished: bool) {
+        let Some(mut viewer) = self.viewers[index].take() else {
+            return;
+        };
+        self.active.retain(|&v| v != index);
+        viewer.download.advance_player(self.now);
+        for p in &viewer.paths {
+            let node = &mut self.servers[p.server];
+            node.load_bps = node.load_bps.saturating_sub(viewer.bitrate);
+        }
+        let stats = viewer.download.stats();
+        let player = stats.player.clone().unwrap_or_default();
+        let origin_bytes = stats.paths.iter().filter(|p| p.origin).map(|p| p.bytes).sum();
+        let edge_bytes = stats.paths.iter().filter(|p| !p.origin).map(|p| p.bytes).sum();
+        self.records.push(ViewerRecord {
+            index,
+            video: viewer.video,
+            arrived_s: (viewer.arrived - Instant::ZERO).as_secs_f64(),
+            first_frame_s: player.first_frame_latency.map(|d| d.as_secs_f64()),
+            rebuffer_ratio: player.rebuffer_ratio,
+            rebuffers: player.rebuffer_count,
+            jump_to_cdn_rate: player.jump_to_cdn_rate,
+            origin_bytes,
+            edge_bytes,
+            duplicate_packets: stats.duplicates,
+            received_packets: stats.packets_received,
+            finished,
+        });
+    }
+
+    /// Whether viewer `index` has watched what it came for; notes when it will, once its
+    /// download is complete.
+    fn watched_enough(&mut self, index: usize) -> bool {
+        let now = self.now;
+        let Some(viewer) = self.viewers[index].as_mut() else {
+            return false;
+        };
+        viewer.download.advance_player(now);
+        let Some(player) = viewer.download.player() else {
+            return viewer.download.is_done();
+        };
+        let position = player.position(now);
+        if position >= viewer.watch {
+            return true;
+        }
+        if viewer.download.is_done() && viewer.leave_at.is_none() {
+            viewer.leave_at = Some(now + (viewer.watch - position));
+        }
+        false
+    }
+
+    /// Puts on the network everything the nodes that had an input want to send, and notes
+    /// their next timers; viewers that watched enough leave first.
+    fn flush(&mut self) -> Result<(), FleetError> {
+        let now = self.now;
+        let dirty: Vec<usize> = self
+            .active
+            .iter()
+            .copied()
+            .filter(|&v| self.viewers[v].as_ref().is_some_and(|n| n.dirty))
+            .collect();
+        for v in dirty {
+            if self.watched_enough(v) {
+                self.leave(v, true);
+                continue;
+            }
+            let Some(viewer) = self.viewers[v].as_mut() else {
+                continue;
+            };
+            while let Some(t) = viewer.download.poll_transmit(now, &mut self.buf) {
+                self.buf.truncate(t.len);
+                let Some(p) = viewer.paths.iter().find(|p| p.path == t.path) else {
+                    continue;
+                };
+                let datagram = Datagram::compact(&self.buf, &mut self.spares);
+                self.network.send(now, p.up, Packet::new(t.len as u32, datagram));
+            }
+            viewer.timer = viewer.download.poll_timeout();
+            viewer.dirty = false;
+        }
+        for (i, server) in self.servers.iter_mut().enumerate() {
+            if !server.dirty {
+                continue;
+            }
+            server.dirty = false;
+            let Some(session) = server.session.as_mut() else {
+                continue;
+            };
+            while let Some(t) = session.poll_transmit(now, &mut self.buf) {
+                self.buf.truncate(t.len);
+                let viewer = viewer_of(t.to);
+                let Some(route) = self
+                    .viewers
+                    .get(viewer)
+                    .and_then(Option::as_ref)
+                    .and_then(|v| v.paths.iter().find(|p| p.server == i))
+                    .map(|p| p.down)
+                else {
+                    // The viewer left: what it would have received goes nowhere.
+                    continue;
+                };
+                if self.buf.get(1) == Some(&wire::kind::DATA) {
+                    let payload = (t.len - wire::DATA_HEADER_LEN) as u64;
+                    server.bytes_sent += payload;
+                    if server.info.origin {
+                        let window = ((now - Instant::ZERO).as_nanos() / BILLING_WINDOW.as_nanos()) as usize;
+                        if self.origin_windows.len() <= window {
+                            self.origin_windows.resize(window + 1, 0);
+                        }
+                        self.origin_windows[window] += payload;
+                    }
+                }
+                let datagram = Datagram::compact(&self.buf, &mut self.spares);
+                self.network.send(now, route, Packet::new(t.len as u32, datagram));
+            }
+            server.timer = session.poll_timeout();
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, route: RouteId, datagram: Datagram) {
+        let bytes = datagram.bytes(&mut self.rx);
+        match self.endpoints[route.0 as usize] {
+            Endpoint::Viewer { viewer, path } => {
+                // Nothing reaches a viewer that left.
+                if let Some(node) = self.viewers[viewer].as_mut() {
+                    node.download.handle_datagram(self.now, path, bytes);
+                    node.dirty = true;
+                }
+            }
+            Endpoint::Server { server, viewer } => {
+                let node = &mut self.servers[server];
+                if let Some(session) = node.session.as_mut() {
+                    session.handle_datagram(self.now, viewer_addr(viewer), bytes);
+                    node.dirty = true;
+                }
+            }
+        }
+        if let Datagram::Bytes(v) = datagram {
+            self.spares.push(v);
+        }
+    }
+}
