@@ -1,6 +1,7 @@
 //! `pcdn sim`: runs a scenario file in the simulator and prints one row per scheduler ×
 //! congestion control × sweep point, as a table, as JSON, or as PNG charts of a sweep.
 
+mod fleet;
 mod plot;
 
 use std::fmt::Write as _;
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use pcdn_sim::scenario::{FullRow, PlayerRow, RunMetrics, Scenario, paired};
+use pcdn_sim::scenario::{AnyScenario, FullRow, PlayerRow, RunMetrics, Scenario, paired};
 
 /// The scenario `pcdn sim` runs without a FILE.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.toml");
@@ -63,7 +64,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut scenario = match &args.file {
-        Some(path) => Scenario::load(path)?,
+        Some(path) => match AnyScenario::load(path)? {
+            AnyScenario::Paths(scenario) => scenario,
+            AnyScenario::Fleet(fleet) => return fleet::run(&args, *fleet),
+        },
         None => Scenario::parse(DEFAULT_SCENARIO, DEFAULT_SCENARIO_FILE, Path::new("."))?,
     };
     if let Some(seed) = args.seed {
@@ -149,13 +153,17 @@ pub fn print_list() {
 }
 
 /// A column: header (with its unit), right-aligned or not, and the cell of a row.
-struct Column {
+struct Column<R = FullRow> {
     header: String,
     right: bool,
-    cell: Box<dyn Fn(&FullRow) -> String>,
+    cell: Box<dyn Fn(&R) -> String>,
 }
 
 fn column(header: &str, right: bool, cell: impl Fn(&FullRow) -> String + 'static) -> Column {
+    column_of(header, right, cell)
+}
+
+fn column_of<R>(header: &str, right: bool, cell: impl Fn(&R) -> String + 'static) -> Column<R> {
     Column {
         header: header.to_owned(),
         right,
@@ -328,7 +336,7 @@ fn difference(p: &pcdn_sim::scenario::Paired, decimals: usize) -> String {
 }
 
 /// Header, rule and one line per row, each column as wide as its widest text.
-fn render<'a>(columns: &[Column], rows: impl Iterator<Item = &'a FullRow>) -> String {
+fn render<'a, R: 'a>(columns: &[Column<R>], rows: impl Iterator<Item = &'a R>) -> String {
     let cells: Vec<Vec<String>> = rows.map(|r| columns.iter().map(|c| (c.cell)(r)).collect()).collect();
     let widths: Vec<usize> = columns
         .iter()

@@ -337,3 +337,72 @@ fn without_a_file_the_built_in_scenario_runs() {
         assert!(r["sweep"].is_null());
     }
 }
+
+/// A tiny fleet: every combination gives a row with the fleet fields, the same seed gives the
+/// same JSON, and placement `none` leaves the CDN serving everything.
+#[test]
+fn a_fleet_scenario_gives_a_row_per_placement_scheduler_and_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(
+        &file,
+        r#"
+duration = "1min"
+[client]
+schedulers = ["minrtt", "weave"]
+cc = ["cubic"]
+[fleet]
+placement = ["none", "top"]
+viewers = 6
+arrival_window = "20s"
+videos = 4
+bitrate = "1mbit"
+video_duration = "10s"
+devices = 3
+device_upload = { uniform = ["4mbit", "8mbit"] }
+device_videos = 2
+"#,
+    )
+    .unwrap();
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pcdn"))
+            .args(["sim", "--json", "--threads", "2"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let first = run();
+    assert_eq!(first, run(), "the same seed gave another run");
+    let rows: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        for field in [
+            "placement",
+            "scheduler",
+            "cc",
+            "viewers",
+            "cdn_share",
+            "cdn_p95_mbps",
+            "first_frame_p50_s",
+            "first_frame_p95_s",
+            "rebuffer_ratio",
+            "stalled_viewers",
+            "jump_to_cdn_rate",
+            "waste",
+            "edge_utilization",
+            "fill_bytes",
+        ] {
+            assert!(row.get(field).is_some(), "{field} missing in {row}");
+        }
+        assert_eq!(row["viewers"], 6);
+        let share = row["cdn_share"].as_f64().unwrap();
+        if row["placement"] == "none" {
+            assert_eq!(share, 1.0);
+        } else {
+            assert!(share < 1.0, "{row}");
+        }
+    }
+}

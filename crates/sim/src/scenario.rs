@@ -6,6 +6,8 @@
 //! line when there is one, the dotted key and what was expected:
 //! `scenarios/x.toml:14: server.edge1.link.rate: expected a rate such as "10mbit", ...`.
 
+mod fleet;
+mod fleet_runner;
 mod paired;
 mod runner;
 mod tree;
@@ -26,6 +28,8 @@ use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
 use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
+pub use fleet::{FleetRun, FleetScenario, PLACEMENTS};
+pub use fleet_runner::{FleetRow, FleetRunRecord, ViewerRecordRow};
 pub use paired::{Paired, paired};
 pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
 use tree::Tree;
@@ -134,6 +138,35 @@ pub struct Run<'a> {
     pub video: Option<&'a PlayerConfig>,
 }
 
+/// A scenario file of either kind: paths to one viewer (`[[server]]`), or a fleet (`[fleet]`).
+#[derive(Clone, Debug)]
+pub enum AnyScenario {
+    Paths(Scenario),
+    Fleet(Box<FleetScenario>),
+}
+
+impl AnyScenario {
+    /// Reads and validates a scenario file of either kind.
+    pub fn load(path: &Path) -> Result<AnyScenario, ScenarioError> {
+        let source = SourceFile::read(path, "the scenario")?;
+        AnyScenario::parse(&source.text, &source.name, source.base_dir)
+    }
+
+    /// Parses scenario text: a fleet if it has a `[fleet]` table, else a paths scenario.
+    pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<AnyScenario, ScenarioError> {
+        let is_fleet = DeTable::parse(text).is_ok_and(|doc| doc.get_ref().contains_key("fleet"));
+        if !is_fleet {
+            return Scenario::parse(text, file, base_dir).map(AnyScenario::Paths);
+        }
+        let ctx = Ctx { file, text, base_dir };
+        let doc = DeTable::parse(text).expect("parsed above");
+        let span = doc.span();
+        let tree: Tree = Spanned::new(span, DeValue::Table(doc.into_inner()));
+        let raw: fleet::RawFleetDoc = ctx.deserialize(&tree)?;
+        ctx.build_fleet(&tree, raw).map(|f| AnyScenario::Fleet(Box::new(f)))
+    }
+}
+
 impl Scenario {
     /// Reads and validates a scenario file; trace files resolve relative to its folder.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
@@ -153,7 +186,7 @@ impl Scenario {
         })?;
         let span = doc.span();
         let tree: Tree = Spanned::new(span, DeValue::Table(doc.into_inner()));
-        let raw = ctx.deserialize(&tree)?;
+        let raw: Raw = ctx.deserialize(&tree)?;
         let name = raw.name.clone().unwrap_or_else(|| {
             Path::new(file)
                 .file_stem()
@@ -196,7 +229,7 @@ impl Scenario {
                     .push_str(&format!(" (with sweep value {} of sweep.values, \"{label}\")", i + 1));
                 e
             };
-            let raw = ctx.deserialize(&swept).map_err(|e| {
+            let raw: Raw = ctx.deserialize(&swept).map_err(|e| {
                 if added && e.key.as_deref() == Some(key.as_str()) && e.message.starts_with("unknown key") {
                     ctx.err(&tree, "sweep.key", format!("\"{key}\" does not exist: {}", e.message))
                 } else {
@@ -486,7 +519,7 @@ impl Ctx<'_> {
     }
 
     /// Deserializes a (possibly swept) document, errors carrying the dotted key and line.
-    fn deserialize(&self, tree: &Tree<'_>) -> Result<Raw, ScenarioError> {
+    fn deserialize<T: serde::de::DeserializeOwned>(&self, tree: &Tree<'_>) -> Result<T, ScenarioError> {
         let mut sugared = tree.clone();
         tree::desugar(&mut sugared);
         let span = sugared.span();
@@ -494,7 +527,7 @@ impl Ctx<'_> {
             unreachable!("a TOML document is a table")
         };
         let de = toml::de::Deserializer::from(Spanned::new(span, table));
-        serde_path_to_error::deserialize::<_, Raw>(de).map_err(|e| {
+        serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
             let (key, in_bottleneck_link) = render_path(e.path(), tree);
             let inner = e.into_inner();
             let line = inner.span().map(|s| line_at(self.text, s.start)).or_else(|| {
@@ -579,24 +612,7 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        let scheduler_ok = |n: &str| scheduler::by_name(n, 0).is_some();
-        self.check_names(
-            tree,
-            "client.schedulers",
-            "scheduler",
-            &raw.client.schedulers,
-            scheduler::SCHEDULERS,
-            scheduler_ok,
-        )?;
-        let cc_ok = |n: &str| cc::by_name(n).is_some();
-        self.check_names(
-            tree,
-            "client.cc",
-            "congestion control",
-            &raw.client.cc,
-            cc::CONTROLLERS,
-            cc_ok,
-        )?;
+        self.check_client(tree, &raw.client)?;
 
         if raw.server.is_empty() {
             return Err(self.error(
@@ -711,6 +727,28 @@ impl Ctx<'_> {
                 duration: raw.duration,
             },
         })
+    }
+
+    /// The `[client]` schedulers and congestion controls exist.
+    fn check_client(&self, tree: &Tree<'_>, client: &RawClient) -> Result<(), ScenarioError> {
+        let scheduler_ok = |n: &str| scheduler::by_name(n, 0).is_some();
+        self.check_names(
+            tree,
+            "client.schedulers",
+            "scheduler",
+            &client.schedulers,
+            scheduler::SCHEDULERS,
+            scheduler_ok,
+        )?;
+        let cc_ok = |n: &str| cc::by_name(n).is_some();
+        self.check_names(
+            tree,
+            "client.cc",
+            "congestion control",
+            &client.cc,
+            cc::CONTROLLERS,
+            cc_ok,
+        )
     }
 
     /// Checks `[video]` and builds the player's configuration; errors name the `video.` key.

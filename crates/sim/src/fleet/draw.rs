@@ -39,7 +39,7 @@ pub(super) fn arrivals(spec: &ViewerSpec, videos: usize, seed: u64) -> Vec<Arriv
 }
 
 /// A seed for one named stream of draws, independent of the others.
-pub(super) fn stream_seed(seed: u64, stream: &str) -> u64 {
+pub(crate) fn stream_seed(seed: u64, stream: &str) -> u64 {
     let mut h = blake3::Hasher::new_derive_key("pcdn-sim 2026 fleet stream");
     h.update(&seed.to_le_bytes());
     h.update(stream.as_bytes());

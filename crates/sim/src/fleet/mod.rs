@@ -11,7 +11,7 @@
 //! The same seed gives the same run, bit for bit, whatever the scheduler: arrivals, choices
 //! and link draws come from generators derived from the seed alone.
 
-mod draw;
+pub(crate) mod draw;
 mod world;
 
 pub use world::{FleetWorld, run};

@@ -1,0 +1,92 @@
+//! `pcdn sim` on a fleet scenario (`[fleet]`): one row per placement × scheduler × congestion
+//! control, as a table or as JSON.
+
+use anyhow::{Context, bail};
+use pcdn_sim::scenario::{FleetRow, FleetScenario};
+
+use super::{Column, SimArgs, column_of as column, render};
+
+pub(super) fn run(args: &SimArgs, mut scenario: FleetScenario) -> anyhow::Result<()> {
+    for (flag, given) in [
+        ("--against", args.against.is_some()),
+        ("--plot", args.plot.is_some()),
+        ("--point", !args.points.is_empty()),
+    ] {
+        if given {
+            bail!(
+                "{}: {flag} is for path scenarios; a [fleet] scenario has no such rows",
+                scenario.file
+            );
+        }
+    }
+    if let Some(seed) = args.seed {
+        scenario.seed = seed;
+    }
+    if let Some(repeat) = args.repeat {
+        scenario.repeat = repeat;
+    }
+    if !args.ccs.is_empty() {
+        if let Some(missing) = args.ccs.iter().find(|cc| !scenario.ccs.contains(cc)) {
+            bail!(
+                "{}: --cc \"{missing}\" is not among the file's [client] cc ({})",
+                scenario.file,
+                scenario.ccs.join(", ")
+            );
+        }
+        scenario.ccs.retain(|cc| args.ccs.contains(cc));
+    }
+    let total = scenario.runs().len() as u64;
+    let progress = crate::progress::Progress::new(&scenario.name, total, "runs", false);
+    let rows = scenario.run(args.threads, &|| progress.inc());
+    progress.finish();
+    let mut rows = rows?;
+    if !args.runs {
+        rows.iter_mut().for_each(|r| r.runs.clear());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows).context("rows as JSON")?);
+    } else {
+        print!("{}", table(&scenario, &rows));
+    }
+    Ok(())
+}
+
+fn table(scenario: &FleetScenario, rows: &[FleetRow]) -> String {
+    let f2 = |v: f64| if v.is_nan() { "-".to_owned() } else { format!("{v:.2}") };
+    let f3 = |v: f64| format!("{v:.3}");
+    let columns: Vec<Column<FleetRow>> = vec![
+        column("placement", false, |r: &FleetRow| r.placement.clone()),
+        column("scheduler", false, |r: &FleetRow| r.scheduler.clone()),
+        column("cc", false, |r: &FleetRow| r.cc.clone()),
+        column("viewers", true, |r: &FleetRow| r.viewers.to_string()),
+        column("cdn share ↓", true, move |r: &FleetRow| f3(r.cdn_share)),
+        column("cdn p95 Mbit/s ↓", true, move |r: &FleetRow| f2(r.cdn_p95_mbps)),
+        column("first frame p50 s ↓", true, move |r: &FleetRow| {
+            f2(r.first_frame_p50_s)
+        }),
+        column("first frame p95 s ↓", true, move |r: &FleetRow| {
+            f2(r.first_frame_p95_s)
+        }),
+        column("rebuffer ratio ↓", true, move |r: &FleetRow| f3(r.rebuffer_ratio)),
+        column("stalled viewers ↓", true, move |r: &FleetRow| f3(r.stalled_viewers)),
+        column("waste ↓", true, move |r: &FleetRow| f3(r.waste)),
+        column("edge use ↑", true, move |r: &FleetRow| f3(r.edge_utilization)),
+    ];
+    let repeat = scenario.repeat;
+    let seeds = if repeat == 1 {
+        format!("seed {}", scenario.seed)
+    } else {
+        format!(
+            "seeds {}..{}",
+            scenario.seed,
+            scenario.seed.wrapping_add(u64::from(repeat) - 1)
+        )
+    };
+    format!(
+        "{} ({}): a fleet, mean of {repeat} run{} ({seeds})\n{}",
+        scenario.name,
+        scenario.file,
+        if repeat == 1 { "" } else { "s" },
+        render(&columns, rows.iter())
+    )
+}
