@@ -15,6 +15,8 @@ use pcdn_core::player::PlayerConfig;
 use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
 use pcdn_core::time::{Duration, Instant};
 use pcdn_core::{Download, PathId, ServerInfo, cc, scheduler, wire};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Runs the fleet of `spec` with every viewer on `scheduler` and `cc`, seeded with `seed`.
@@ -119,6 +121,15 @@ struct ViewerNode {
     leave_at: Option<Instant>,
 }
 
+/// A node whose timer is in [`FleetWorld::timers`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Timer {
+    Viewer(usize),
+    Server(usize),
+    /// The device fails for good.
+    Failure(usize),
+}
+
 /// Where a route ends.
 #[derive(Clone, Copy)]
 enum Endpoint {
@@ -138,6 +149,12 @@ pub struct FleetWorld {
     /// Indexed by arrival order; `None` before arrival and after leaving.
     viewers: Vec<Option<ViewerNode>>,
     active: Vec<usize>,
+    /// Nodes that had an input since the last flush, so a flush visits only them.
+    dirty_viewers: Vec<usize>,
+    dirty_servers: Vec<usize>,
+    /// Every node's next timer, earliest first; an entry whose node has another timer now is
+    /// stale and skipped (a node's timer is the one in its node, `None` once popped).
+    timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     records: Vec<ViewerRecord>,
     network: Network<Datagram>,
     endpoints: Vec<Endpoint>,
@@ -213,7 +230,7 @@ impl FleetWorld {
                 device.fail_at,
             ));
         }
-        let servers = servers
+        let servers: Vec<ServerNode> = servers
             .into_iter()
             .enumerate()
             .map(|(i, (info, held, up, down, uplink, fail_at))| {
@@ -241,6 +258,11 @@ impl FleetWorld {
             })
             .collect();
         let arrivals = draw::arrivals(&spec.viewers, spec.videos.len(), seed);
+        let timers = servers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.fail_at.map(|t| Reverse((t, Timer::Failure(i)))))
+            .collect();
         Ok(FleetWorld {
             spec: spec.clone(),
             scheduler: scheduler_name.to_owned(),
@@ -251,6 +273,9 @@ impl FleetWorld {
             next_arrival: 0,
             servers,
             active: Vec::new(),
+            dirty_viewers: Vec::new(),
+            dirty_servers: Vec::new(),
+            timers,
             records: Vec::new(),
             network,
             endpoints: Vec::new(),
@@ -314,20 +339,28 @@ impl FleetWorld {
     }
 
     /// The earliest arrival, node timer, departure or failure.
-    fn next_event(&self) -> Option<Instant> {
+    fn next_event(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((t, timer))) = self.timers.peek() {
+            if self.is_current(t, timer) {
+                break;
+            }
+            self.timers.pop();
+        }
+        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
         let arrival = self.arrivals.get(self.next_arrival).map(|a| a.at);
-        let viewers = self
-            .active
-            .iter()
-            .filter_map(|&v| self.viewers[v].as_ref())
-            .flat_map(|v| [v.timer, v.leave_at])
-            .flatten();
-        let servers = self
-            .servers
-            .iter()
-            .flat_map(|s| [s.timer, s.fail_at.filter(|_| s.session.is_some())])
-            .flatten();
-        arrival.into_iter().chain(viewers).chain(servers).min()
+        match (timer, arrival) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether a heap entry is its node's timer now.
+    fn is_current(&self, t: Instant, timer: Timer) -> bool {
+        match timer {
+            Timer::Viewer(v) => self.viewers[v].as_ref().is_some_and(|n| n.timer == Some(t)),
+            Timer::Server(i) => self.servers[i].timer == Some(t),
+            Timer::Failure(i) => self.servers[i].session.is_some(),
+        }
     }
 
     fn handle_events(&mut self) -> Result<(), FleetError> {
@@ -336,26 +369,55 @@ impl FleetWorld {
             self.arrive(self.next_arrival)?;
             self.next_arrival += 1;
         }
-        for server in &mut self.servers {
-            if server.session.is_some() && server.fail_at.is_some_and(|t| t <= now) {
-                server.session = None;
-                server.timer = None;
-            } else if server.timer.is_some_and(|t| t <= now) {
-                if let Some(session) = server.session.as_mut() {
-                    session.handle_timeout(now);
-                }
-                server.dirty = true;
+        while let Some(&Reverse((t, timer))) = self.timers.peek() {
+            if t > now {
+                break;
             }
-        }
-        for &v in &self.active {
-            if let Some(viewer) = self.viewers[v].as_mut()
-                && (viewer.timer.is_some_and(|t| t <= now) || viewer.leave_at.is_some_and(|t| t <= now))
-            {
-                viewer.download.handle_timeout(now);
-                viewer.dirty = true;
+            self.timers.pop();
+            if !self.is_current(t, timer) {
+                continue;
+            }
+            match timer {
+                Timer::Viewer(v) => {
+                    let viewer = self.viewers[v].as_mut().expect("current");
+                    // Consumed: the flush sets the next one.
+                    viewer.timer = None;
+                    viewer.download.handle_timeout(now);
+                    self.mark_viewer(v);
+                }
+                Timer::Server(i) => {
+                    let server = &mut self.servers[i];
+                    server.timer = None;
+                    if let Some(session) = server.session.as_mut() {
+                        session.handle_timeout(now);
+                    }
+                    self.mark_server(i);
+                }
+                Timer::Failure(i) => {
+                    let server = &mut self.servers[i];
+                    server.session = None;
+                    server.timer = None;
+                }
             }
         }
         Ok(())
+    }
+
+    fn mark_viewer(&mut self, v: usize) {
+        if let Some(viewer) = self.viewers[v].as_mut()
+            && !viewer.dirty
+        {
+            viewer.dirty = true;
+            self.dirty_viewers.push(v);
+        }
+    }
+
+    fn mark_server(&mut self, i: usize) {
+        let server = &mut self.servers[i];
+        if !server.dirty {
+            server.dirty = true;
+            self.dirty_servers.push(i);
+        }
     }
 
     /// Viewer `index` arrives: it looks its video up and opens a path to each server listed.
@@ -419,10 +481,11 @@ impl FleetWorld {
             download,
             paths,
             timer: None,
-            dirty: true,
+            dirty: false,
             leave_at: None,
         });
         self.active.push(index);
+        self.mark_viewer(index);
         Ok(())
     }
 
@@ -495,13 +558,12 @@ impl FleetWorld {
     /// their next timers; viewers that watched enough leave first.
     fn flush(&mut self) -> Result<(), FleetError> {
         let now = self.now;
-        let dirty: Vec<usize> = self
-            .active
-            .iter()
-            .copied()
-            .filter(|&v| self.viewers[v].as_ref().is_some_and(|n| n.dirty))
-            .collect();
-        for v in dirty {
+        let mut dirty = std::mem::take(&mut self.dirty_viewers);
+        dirty.sort_unstable();
+        for &v in &dirty {
+            if let Some(viewer) = self.viewers[v].as_mut() {
+                viewer.dirty = false;
+            }
             if self.watched_enough(v) {
                 self.leave(v, true);
                 continue;
@@ -517,13 +579,24 @@ impl FleetWorld {
                 let datagram = Datagram::compact(&self.buf, &mut self.spares);
                 self.network.send(now, p.up, Packet::new(t.len as u32, datagram));
             }
-            viewer.timer = viewer.download.poll_timeout();
-            viewer.dirty = false;
-        }
-        for (i, server) in self.servers.iter_mut().enumerate() {
-            if !server.dirty {
-                continue;
+            let timer = match (viewer.download.poll_timeout(), viewer.leave_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if timer != viewer.timer {
+                viewer.timer = timer;
+                if let Some(t) = timer {
+                    self.timers.push(Reverse((t, Timer::Viewer(v))));
+                }
             }
+        }
+        dirty.clear();
+        self.dirty_viewers = dirty;
+        let mut dirty = std::mem::take(&mut self.dirty_servers);
+        // In server order: their sends may share a viewer's access line.
+        dirty.sort_unstable();
+        for &i in &dirty {
+            let server = &mut self.servers[i];
             server.dirty = false;
             let Some(session) = server.session.as_mut() else {
                 continue;
@@ -555,31 +628,41 @@ impl FleetWorld {
                 let datagram = Datagram::compact(&self.buf, &mut self.spares);
                 self.network.send(now, route, Packet::new(t.len as u32, datagram));
             }
-            server.timer = session.poll_timeout();
+            let timer = session.poll_timeout();
+            if timer != server.timer {
+                server.timer = timer;
+                if let Some(t) = timer {
+                    self.timers.push(Reverse((t, Timer::Server(i))));
+                }
+            }
         }
+        dirty.clear();
+        self.dirty_servers = dirty;
         Ok(())
     }
 
     fn deliver(&mut self, route: RouteId, datagram: Datagram) {
         let bytes = datagram.bytes(&mut self.rx);
-        match self.endpoints[route.0 as usize] {
+        let endpoint = self.endpoints[route.0 as usize];
+        match endpoint {
             Endpoint::Viewer { viewer, path } => {
                 // Nothing reaches a viewer that left.
                 if let Some(node) = self.viewers[viewer].as_mut() {
                     node.download.handle_datagram(self.now, path, bytes);
-                    node.dirty = true;
                 }
             }
             Endpoint::Server { server, viewer } => {
-                let node = &mut self.servers[server];
-                if let Some(session) = node.session.as_mut() {
+                if let Some(session) = self.servers[server].session.as_mut() {
                     session.handle_datagram(self.now, viewer_addr(viewer), bytes);
-                    node.dirty = true;
                 }
             }
         }
         if let Datagram::Bytes(v) = datagram {
             self.spares.push(v);
+        }
+        match endpoint {
+            Endpoint::Viewer { viewer, .. } => self.mark_viewer(viewer),
+            Endpoint::Server { server, .. } => self.mark_server(server),
         }
     }
 }
