@@ -23,19 +23,21 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcdn_core::wire::{self, ContentId};
-use pcdn_core::{Download, DownloadConfig, Event, Manifest, PathError, PathId, ServerInfo, SignedManifest};
+use pcdn_core::{Download, DownloadConfig, Event, Manifest, PathError, PathId, ServerInfo};
 use tokio::sync::mpsc;
 
 use crate::clock::Clock;
 use crate::socket::{RecvBatch, SendBatch, Socket};
-use crate::store::content_id_hex;
-use crate::tracker_client::{DeviceInfo, Lookup, TrackerClient};
+use crate::tracker_client::{DeviceInfo, Lookup, MAX_LOOKUP_ORIGINS, TrackerClient};
 
 mod args;
+mod check;
 pub mod output;
 mod report;
 
 pub use args::{FetchArgs, SourceArgs, run_fetch};
+pub use check::parse_key;
+use check::{Sources, check_manifest};
 use output::Output;
 use report::report;
 pub use report::{FetchReport, PathReport};
@@ -46,6 +48,18 @@ const READ_CHUNK: usize = 1 << 20;
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// Least time between two tracker lookups made because paths failed.
 const REQUERY_EVERY: Duration = Duration::from_secs(5);
+/// HELLOs before a silent server's path fails: sent 1, 2, 4 and 8 s apart (RFC 6298 §2.1's
+/// initial RTO of 1 s, doubled per try), so a dead server is given up after 15 s, while four
+/// tolerate three lost round trips in a row (0.13 % at 10 % loss each way).
+pub const HELLO_ATTEMPTS: u32 = 4;
+/// A path silent this long gets a line on stderr: a live server answers the first HELLO within
+/// a round trip, and by then two HELLOs (1 + 2 s) went unanswered.
+pub const SILENCE_NOTICE: Duration = Duration::from_secs(3);
+/// Most paths one fetch opens, re-lookups included: twice what a first lookup can give (64
+/// edges and `MAX_LOOKUP_ORIGINS` origins), so failed servers can be replaced, while a tracker
+/// that keeps naming new dead servers (or churning devices) cannot make a fetch open paths
+/// without end (issue #40: 2,000 origins once made a client open 2,004 paths).
+pub const MAX_PATHS: usize = 2 * (64 + MAX_LOOKUP_ORIGINS);
 
 /// What to fetch, from where, and how.
 #[derive(Clone, Debug)]
@@ -74,8 +88,13 @@ pub struct FetchConfig {
     pub timeout: Option<Duration>,
     /// Draw a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
-    /// HELLO attempts before a silent server's path fails (`DownloadConfig`'s).
+    /// HELLO attempts before a silent server's path fails ([`HELLO_ATTEMPTS`]).
     pub handshake_attempts: u32,
+    /// A path that has not answered its HELLO for this long is reported on stderr
+    /// ([`SILENCE_NOTICE`]).
+    pub silence_notice: Duration,
+    /// Most paths the fetch opens in all, re-lookups included ([`MAX_PATHS`]).
+    pub max_paths: usize,
     /// Retransmission timeouts in a row before a path fails (`DownloadConfig`'s).
     pub max_consecutive_timeouts: u32,
     /// When the manifest describes a video, attach the player model to the download
@@ -102,7 +121,9 @@ impl FetchConfig {
             max_servers: 8,
             timeout: None,
             progress: false,
-            handshake_attempts: defaults.handshake_attempts,
+            handshake_attempts: HELLO_ATTEMPTS,
+            silence_notice: SILENCE_NOTICE,
+            max_paths: MAX_PATHS,
             max_consecutive_timeouts: defaults.max_consecutive_timeouts,
             play_video: false,
         }
@@ -171,8 +192,40 @@ struct PathEntry {
     id: PathId,
     target: Target,
     failure: Option<PathError>,
+    /// The server answered its HELLO.
+    established: bool,
+    /// When the path was opened (its first HELLO), and whether its silence was reported.
+    opened: std::time::Instant,
+    noticed: bool,
     /// Bytes received when the progress line was last drawn.
     bytes_at_draw: u64,
+}
+
+impl PathEntry {
+    /// Still waiting for the server's first answer.
+    fn silent(&self) -> bool {
+        !self.established && self.failure.is_none()
+    }
+
+    /// Why the path failed, in words, with what to check when the server never answered.
+    fn why(&self, config: &FetchConfig) -> String {
+        match &self.failure {
+            Some(PathError::Timeout) | None if !self.established => format!(
+                "no answer to {} HELLOs in {} s: check that `pcdn serve` runs at {} and that UDP to it \
+                 gets through (a firewall, a NAT, a wrong --advertise)",
+                config.handshake_attempts,
+                hello_give_up(config.handshake_attempts).as_secs(),
+                self.target.addr
+            ),
+            Some(e) => describe(e),
+            None => "no answer".to_owned(),
+        }
+    }
+}
+
+/// How long a path's HELLOs go unanswered before it fails: 1 s, doubled per attempt.
+fn hello_give_up(attempts: u32) -> Duration {
+    Duration::from_secs((1u64 << attempts.min(16)) - 1)
 }
 
 /// Downloads `config.content` into `config.output`. On success the output holds exactly the
@@ -234,7 +287,6 @@ impl Prepared {
 pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
     let started = std::time::Instant::now();
     let id = config.content;
-    let id_hex = content_id_hex(&id);
     let tracker = match &config.tracker {
         Some(url) => {
             let client = TrackerClient::new(url, None)?;
@@ -293,15 +345,20 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
         }
         None => None,
     };
+    let sources = Sources {
+        lookup: lookup.as_ref(),
+        tracker_url: tracker.as_ref().map(TrackerClient::url),
+        given_servers: config.edges.is_some() || !config.origins.is_empty(),
+    };
     let manifest_bytes = match (&config.manifest, &tracker) {
         (Some(bytes), _) => bytes.clone(),
         (None, Some(t)) => t
             .get_manifest(&id)
             .await?
-            .ok_or_else(|| setup(format!("the tracker {} has no manifest for {id_hex}", t.url())))?,
+            .ok_or_else(|| check::no_manifest(&id, &sources))?,
         (None, None) => unreachable!("checked above"),
     };
-    let manifest = check_manifest(&id, &manifest_bytes, config.origin_key, lookup.as_ref())?;
+    let manifest = check_manifest(&id, &manifest_bytes, config.origin_key, &sources)?;
     let mut targets = Vec::new();
     match (&config.edges, &lookup) {
         (Some(edges), _) => targets.extend(edges.iter().map(|&a| Target::from_addr(a, false))),
@@ -321,9 +378,7 @@ pub async fn prepare(config: &FetchConfig) -> Result<Prepared, FetchError> {
     let mut seen = HashSet::new();
     targets.retain(|t| seen.insert(t.addr));
     if targets.is_empty() {
-        return Err(setup(format!(
-            "no server holds {id_hex}: the tracker lists no edge and no origin"
-        )));
+        return Err(check::no_server(&id, &sources));
     }
     if let (Some(socket), Some(_), Some(l)) = (&socket, binding, &lookup) {
         let punch: HashSet<SocketAddr> = l
@@ -364,63 +419,6 @@ pub async fn download(
         elapsed_s: started.elapsed().as_secs_f64(),
         ..report
     })
-}
-
-/// Decodes the signed manifest and checks it: its content id is the one asked for, its
-/// signature holds, and its signer is `origin_key` or one of the tracker's origins.
-fn check_manifest(
-    id: &ContentId,
-    bytes: &[u8],
-    origin_key: Option<[u8; 32]>,
-    lookup: Option<&Lookup>,
-) -> Result<Manifest, FetchError> {
-    let id_hex = content_id_hex(id);
-    let signed = SignedManifest::decode(bytes).map_err(|e| setup(format!("the manifest of {id_hex}: {e}")))?;
-    if signed.content_id() != *id {
-        return Err(setup(format!(
-            "the manifest given for {id_hex} describes another content ({})",
-            content_id_hex(&signed.content_id())
-        )));
-    }
-    signed
-        .verify()
-        .map_err(|e| setup(format!("the manifest of {id_hex}: {e}")))?;
-    let trusted: Vec<[u8; 32]> = match (origin_key, lookup) {
-        (Some(key), _) => vec![key],
-        (None, Some(l)) => l
-            .origins
-            .iter()
-            .filter_map(|o| o.public_key.as_deref())
-            .filter_map(|k| parse_key(k).ok())
-            .collect(),
-        // The id is the hash of the manifest's body, so the bytes are the ones asked for;
-        // who signed them cannot be checked without a key.
-        (None, None) => {
-            tracing::info!(signer = %hex::encode(signed.signer), "manifest signer not checked: no --origin-key");
-            return Ok(signed.manifest);
-        }
-    };
-    if trusted.is_empty() {
-        return Err(setup(format!(
-            "the tracker lists no origin whose key could vouch for the manifest of {id_hex}; pass --origin-key"
-        )));
-    }
-    if !trusted.contains(&signed.signer) {
-        return Err(setup(format!(
-            "the manifest of {id_hex} is signed by {}, which is not a trusted origin key ({})",
-            hex::encode(signed.signer),
-            trusted.iter().map(hex::encode).collect::<Vec<_>>().join(", ")
-        )));
-    }
-    Ok(signed.manifest)
-}
-
-/// An Ed25519 public key from 64 hex characters.
-pub fn parse_key(text: &str) -> Result<[u8; 32], String> {
-    let mut key = [0u8; 32];
-    hex::decode_to_slice(text.trim(), &mut key)
-        .map_err(|e| format!("expected an Ed25519 public key of 64 hex characters, got \"{text}\": {e}"))?;
-    Ok(key)
 }
 
 fn random_seed() -> u64 {
@@ -498,7 +496,7 @@ async fn drive(
         Download::new(download_config, scheduler).map_err(|e| setup(format!("the manifest's sizes: {e}")))?;
     let mut paths: Vec<PathEntry> = Vec::new();
     let now = clock.now();
-    for target in targets {
+    for target in targets.into_iter().take(config.max_paths) {
         add_path(&mut download, &mut paths, factory, now, target, u64::from(packet_size));
     }
 
@@ -511,6 +509,9 @@ async fn drive(
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut requery: Option<Requery> = None;
     let mut last_requery: Option<std::time::Instant> = None;
+    // A path failed since the last lookup: one is made as soon as `REQUERY_EVERY` allows, so
+    // a failure soon after a lookup is not forgotten.
+    let mut requery_wanted = false;
     let mut stray = 0u64;
     let mut delivered = 0u64;
 
@@ -526,20 +527,20 @@ async fn drive(
         if !send.is_empty() {
             socket.send(&mut send).await;
         }
-        let mut path_failed = false;
         while let Some(event) = download.poll_event() {
             match event {
                 Event::PathEstablished(id) => {
-                    if let Some(p) = paths.iter().find(|p| p.id == id) {
+                    if let Some(p) = paths.iter_mut().find(|p| p.id == id) {
                         tracing::debug!(server = %p.target.name, "path established");
+                        p.established = true;
                     }
                 }
                 Event::PathFailed { path, reason } => {
                     if let Some(p) = paths.iter_mut().find(|p| p.id == path) {
-                        tracing::info!(server = %p.target.name, reason = %describe(&reason), "path failed");
                         p.failure = Some(reason);
+                        tracing::info!(server = %p.target.name, reason = %p.why(config), "path failed");
                     }
-                    path_failed = true;
+                    requery_wanted = true;
                 }
                 Event::BlockRejected { block, paths: sources } => {
                     let names: Vec<&str> = sources
@@ -560,6 +561,22 @@ async fn drive(
             sink(&chunk[..n])?;
             delivered += n as u64;
         }
+        for p in paths.iter_mut().filter(|p| p.silent() && !p.noticed) {
+            let silent_for = p.opened.elapsed();
+            if silent_for >= config.silence_notice {
+                p.noticed = true;
+                progress.suspend(|| {
+                    tracing::warn!(
+                        "{} ({}) has not answered for {} s; it is given up {} s after its first HELLO \
+                         unless it answers: check that `pcdn serve` runs there and that UDP to it gets through",
+                        p.target.name,
+                        p.target.addr,
+                        silent_for.as_secs(),
+                        hello_give_up(config.handshake_attempts).as_secs()
+                    );
+                });
+            }
+        }
         if last_draw.elapsed() >= PROGRESS_EVERY {
             draw(&progress, &download, &mut paths, last_draw.elapsed());
             last_draw = std::time::Instant::now();
@@ -568,23 +585,22 @@ async fn drive(
             break;
         }
         let live = paths.iter().filter(|p| p.failure.is_none()).count();
-        if path_failed && requery.is_none() {
-            if let Some(t) = &tracker {
-                let due = last_requery.is_none_or(|at| at.elapsed() >= REQUERY_EVERY);
-                if due {
-                    last_requery = Some(std::time::Instant::now());
-                    requery = Some(spawn_lookup(t.clone(), config.content, config.max_servers));
-                }
-            }
+        requery_wanted &= tracker.is_some() && paths.len() < config.max_paths;
+        let requery_due = last_requery.map(|at| at + REQUERY_EVERY);
+        if let Some(t) = &tracker
+            && requery_wanted
+            && requery.is_none()
+            && requery_due.is_none_or(|due| std::time::Instant::now() >= due)
+        {
+            requery_wanted = false;
+            last_requery = Some(std::time::Instant::now());
+            requery = Some(spawn_lookup(t.clone(), config.content, config.max_servers));
         }
         if live == 0 && requery.is_none() {
             progress.finish_and_clear();
             let failures = paths
                 .iter()
-                .map(|p| {
-                    let why = p.failure.as_ref().map_or_else(|| "no answer".to_owned(), describe);
-                    (format!("{} ({})", p.target.name, p.target.addr), why)
-                })
+                .map(|p| (format!("{} ({})", p.target.name, p.target.addr), p.why(config)))
                 .collect();
             return Err(FetchError::AllPathsFailed(failures));
         }
@@ -601,10 +617,17 @@ async fn drive(
 
         // Inputs: a receive batch, a timer, or a tracker answer.
         let timer = download.poll_timeout();
+        let notice = paths
+            .iter()
+            .filter(|p| p.silent() && !p.noticed)
+            .map(|p| p.opened + config.silence_notice)
+            .min();
         let wake = [
             timer.map(|t| clock.to_std(t)),
             deadline,
             Some(last_draw + PROGRESS_EVERY),
+            notice,
+            requery_due.filter(|_| requery_wanted && requery.is_none()),
         ]
         .into_iter()
         .flatten()
@@ -628,6 +651,10 @@ async fn drive(
                         let now = clock.now();
                         for device in lookup.servers.iter().chain(&lookup.origins) {
                             let Ok(target) = Target::from_device(device) else { continue };
+                            if paths.len() >= config.max_paths {
+                                tracing::warn!(max_paths = config.max_paths, "the fetch opened its most paths; no more servers from the tracker");
+                                break;
+                            }
                             if paths.iter().all(|p| p.target.addr != target.addr) {
                                 tracing::info!(server = %target.name, "adding a server from the tracker");
                                 add_path(&mut download, &mut paths, factory, now, target, u64::from(packet_size));
@@ -667,6 +694,9 @@ fn add_path(
         id,
         target,
         failure: None,
+        established: false,
+        opened: std::time::Instant::now(),
+        noticed: false,
         bytes_at_draw: 0,
     });
 }

@@ -245,3 +245,73 @@ async fn a_server_keeps_serving_while_its_tracker_is_unreachable() {
     assert_eq!(report.cdn_share, 1.0);
     origin.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_lookups_never_open_more_paths_than_the_cap() {
+    show_logs_on_failure();
+    // A slow origin keeps the fetch going through several re-lookups (about 16 s).
+    let lab = Lab::new(2_000_000, 0);
+    let (tracker, url, client) = start_tracker(StoreUrl::SqliteMemory).await;
+    let mut config = ServerConfig::new(&lab.origin_store, "127.0.0.1:0".parse().unwrap());
+    config.origin = true;
+    config.upload_limit_bps = Some(1_000_000);
+    config.tracker = Some(TrackerSettings {
+        url: url.clone(),
+        identity: enroll(true),
+    });
+    let origin = spawn_server(config).await.unwrap();
+    eventually("the origin is registered and its manifest published", || {
+        listed(&client, &lab, 0, 1)
+    })
+    .await;
+
+    // Devices churn: a new edge every 300 ms, each with more capacity than the last (so each
+    // lookup ranks the newest first), at a UDP address nothing answers on.
+    let churn = {
+        let (url, id) = (url.clone(), lab.id);
+        tokio::spawn(async move {
+            for i in 0u64.. {
+                let identity = enroll(false);
+                let device_id = identity.id().to_owned();
+                let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+                let edge = TrackerClient::new(&url, Some(identity)).unwrap();
+                let registration = pcdn_net::tracker_client::Registration {
+                    id: device_id.clone(),
+                    addr: dead.to_string(),
+                    origin: false,
+                    upload_capacity_bps: 1_000_000_000 + i * 1000,
+                    public_key: None,
+                };
+                edge.register(&registration).await.unwrap();
+                edge.announce(&device_id, &[id]).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    eventually("the first edges are listed", || {
+        let client = client.clone();
+        let id = lab.id;
+        async move { client.servers(&id, 8).await.is_ok_and(|l| l.servers.len() >= 4) }
+    })
+    .await;
+
+    let out_dir = lab.out_dir();
+    let output = out_dir.join("capped.bin");
+    let mut config = FetchConfig::new(lab.id, &output);
+    config.tracker = Some(url.clone());
+    config.max_servers = 4;
+    // A dead edge fails after one unanswered HELLO (1 s), and failures bring a re-lookup (one
+    // per 5 s) naming four new edges: 20 paths in 16 s without the cap. The paths: 4 edges and
+    // the origin; 4 more from the re-lookup at 1 s; the failures of those, 1 s later, bring
+    // one at about 6 s, where the cap stops the fetch at 11.
+    config.handshake_attempts = 1;
+    config.max_paths = 11;
+    let report = fetch(config).await.unwrap();
+    churn.abort();
+    assert!(std::fs::read(&output).unwrap() == lab.data, "the output differs");
+    let names: Vec<&str> = report.paths.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names.len(), 11, "the cap is reached, never passed: {names:?}");
+    assert_eq!(report.paths.iter().filter(|p| p.origin).count(), 1, "{names:?}");
+    origin.shutdown().await.unwrap();
+    tracker.stop().await.unwrap();
+}

@@ -26,9 +26,12 @@ pub struct PathReport {
     pub srtt_ms: f64,
     /// Packets proven to differ from their block's verified bytes.
     pub corrupt_packets: u64,
-    /// "ok", or why the path was given up: "timeout", "rejected: <reason>", "mismatch",
-    /// "corrupt".
+    /// "ok"; "no answer" when the server never answered its HELLO (the path failed, or the
+    /// download ended first); or why the path was given up: "timeout", "rejected: <reason>",
+    /// "mismatch", "corrupt".
     pub outcome: String,
+    /// The server answered the path's HELLO.
+    pub answered: bool,
     /// The path was banned for sending data that failed verification.
     pub banned: bool,
 }
@@ -82,7 +85,8 @@ pub(super) fn report(config: &FetchConfig, download: &Download, paths: &[PathEnt
                 losses: ps.losses,
                 timeouts: ps.timeouts,
                 srtt_ms: ps.srtt_us as f64 / 1e3,
-                outcome: p.failure.as_ref().map_or_else(|| "ok".to_owned(), short_outcome),
+                outcome: outcome(p),
+                answered: p.established,
                 corrupt_packets: ps.corrupt_packets,
                 banned: ps.banned,
             }
@@ -118,25 +122,52 @@ pub(super) fn report(config: &FetchConfig, download: &Download, paths: &[PathEnt
 /// The report of a fetch whose partial file held every block already: nothing was fetched.
 pub(super) fn nothing_to_fetch(config: &FetchConfig, elapsed: Duration) -> FetchReport {
     FetchReport {
-        content: content_id_hex(&config.content),
-        output: config.output.clone(),
-        bytes: 0,
-        scheduler: config.scheduler.clone(),
-        cc: pcdn_core::cc::canonical(&config.cc).unwrap_or(&config.cc).to_owned(),
-        goodput_mbps: 0.0,
-        ofo_mean_bytes: 0.0,
-        ofo_max_bytes: 0.0,
-        wait_mean_ms: 0.0,
-        wait_p99_ms: 0.0,
-        completion_s: None,
-        waste: 0.0,
-        request_waste: 0.0,
-        cdn_share: 0.0,
-        blocks_rejected: 0,
-        banned_paths: Vec::new(),
-        paths: Vec::new(),
         elapsed_s: elapsed.as_secs_f64(),
-        resumed_bytes: 0,
+        ..FetchReport::empty(
+            content_id_hex(&config.content),
+            config.output.clone(),
+            config.scheduler.clone(),
+            pcdn_core::cc::canonical(&config.cc).unwrap_or(&config.cc).to_owned(),
+        )
+    }
+}
+
+impl FetchReport {
+    /// A report of nothing fetched: every metric zero, no path.
+    fn empty(content: String, output: PathBuf, scheduler: String, cc: String) -> FetchReport {
+        FetchReport {
+            content,
+            output,
+            bytes: 0,
+            scheduler,
+            cc,
+            goodput_mbps: 0.0,
+            ofo_mean_bytes: 0.0,
+            ofo_max_bytes: 0.0,
+            wait_mean_ms: 0.0,
+            wait_p99_ms: 0.0,
+            completion_s: None,
+            waste: 0.0,
+            request_waste: 0.0,
+            cdn_share: 0.0,
+            blocks_rejected: 0,
+            banned_paths: Vec::new(),
+            paths: Vec::new(),
+            elapsed_s: 0.0,
+            resumed_bytes: 0,
+        }
+    }
+}
+
+/// The outcome of a path whose server never answered its HELLO.
+const NO_ANSWER: &str = "no answer";
+
+/// A path's outcome in a word or two.
+fn outcome(path: &PathEntry) -> String {
+    match &path.failure {
+        None | Some(PathError::Timeout) if !path.established => NO_ANSWER.to_owned(),
+        None => "ok".to_owned(),
+        Some(e) => short_outcome(e),
     }
 }
 
@@ -220,6 +251,13 @@ impl FetchReport {
                 p.outcome
             );
         }
+        if self.paths.iter().any(|p| p.outcome == NO_ANSWER) {
+            let _ = writeln!(
+                out,
+                "no answer: the server never answered the fetch's HELLO, so the fetch went on without it; \
+                 check that its `pcdn serve` runs and that UDP to its address gets through"
+            );
+        }
         out
     }
 }
@@ -230,11 +268,7 @@ mod tests {
 
     fn sample_report() -> FetchReport {
         FetchReport {
-            content: "00".repeat(32),
-            output: PathBuf::from("out"),
             bytes: 10,
-            scheduler: "weave".to_owned(),
-            cc: "cubic".to_owned(),
             goodput_mbps: 1.0,
             ofo_mean_bytes: 2.0,
             ofo_max_bytes: 3.0,
@@ -244,11 +278,13 @@ mod tests {
             waste: 0.1,
             request_waste: 0.2,
             cdn_share: 0.3,
-            blocks_rejected: 0,
-            banned_paths: Vec::new(),
-            paths: Vec::new(),
             elapsed_s: 7.0,
-            resumed_bytes: 0,
+            ..FetchReport::empty(
+                "00".repeat(32),
+                PathBuf::from("out"),
+                "weave".to_owned(),
+                "cubic".to_owned(),
+            )
         }
     }
 
@@ -312,6 +348,7 @@ mod tests {
             srtt_ms: 1.0,
             corrupt_packets: 0,
             outcome: "ok".to_owned(),
+            answered: true,
             banned: false,
         });
         let text = report.to_text();
