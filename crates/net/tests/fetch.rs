@@ -230,7 +230,7 @@ async fn a_manifest_from_an_untrusted_signer_or_for_another_content_is_refused()
             .unwrap(),
     );
     let text = fetch(config).await.unwrap_err().to_string();
-    assert!(text.contains("not a trusted origin key"), "{text}");
+    assert!(text.contains("not by the --origin-key given"), "{text}");
 
     // A manifest of another content under this id.
     let other = lab.dir.path().join("other.bin");
