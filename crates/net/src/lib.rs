@@ -20,7 +20,7 @@ pub use add::{AddArgs, run_add};
 pub use fetch::{FetchArgs, FetchConfig, FetchError, FetchReport, SourceArgs, fetch, run_fetch};
 pub use serve::{ServerArgs, ServerConfig, ServerHandle, TrackerSettings, run_serve, spawn_server};
 pub use store::{Store, StoreError, StoreSource};
-pub use tracker_client::{TrackerClient, TrackerError};
+pub use tracker_client::{Heartbeat, HeartbeatReply, TrackerClient, TrackerError};
 
 /// Logs to stderr through `tracing`, filtered by `RUST_LOG` (default: `default_level`, e.g.
 /// "info"); does nothing if the program installed a subscriber already.

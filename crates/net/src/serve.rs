@@ -623,6 +623,8 @@ impl TrackerPresence {
                 sessions: self.metrics.sessions.get().max(0) as u64,
                 upload_bps: ((now.1 - last_beat.1) as f64 * 8.0 / seconds) as u64,
                 healthy: true,
+                cache_bytes: None,
+                free_bytes: None,
             };
             if let Err(e) = self.client.heartbeat(id, &heartbeat).await {
                 *registered &= !e.is_not_found();

@@ -110,6 +110,44 @@ pub struct Heartbeat {
     pub sessions: u64,
     pub upload_bps: u64,
     pub healthy: bool,
+    /// The device's cache budget in bytes (`pcdn serve --cache-size`): what the tracker's
+    /// placement may fill. `None`: not a cache, the tracker assigns it nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_bytes: Option<u64>,
+    /// Free bytes on the cache's file system: the placement never assigns more than the cache
+    /// holds plus this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
+}
+
+/// The tracker's answer to a heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct HeartbeatReply {
+    pub ttl_secs: u64,
+    /// The device's registration generation (0 from a tracker that does not send one).
+    #[serde(default)]
+    pub generation: u64,
+    /// Every content this device should hold (the tracker's placement); `None` when the tracker
+    /// places nothing (`--placement none`) or has not placed this device yet: keep what you hold.
+    #[serde(default, deserialize_with = "content_ids")]
+    pub assignment: Option<Vec<ContentId>>,
+}
+
+/// A JSON list of content ids in hex, strictly (64 hex characters each).
+fn content_ids<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<ContentId>>, D::Error> {
+    let Some(texts) = Option::<Vec<String>>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    texts
+        .iter()
+        .map(|text| {
+            let mut id = [0u8; 32];
+            hex::decode_to_slice(text, &mut id)
+                .map(|()| ContentId(id))
+                .map_err(|_| serde::de::Error::custom(format!("expected a content id of 64 hex characters, got {text:?}")))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// One device in a lookup's answer.
@@ -283,17 +321,12 @@ impl TrackerClient {
     }
 
     /// `POST /v1/devices/{id}/heartbeat`; a 404 means the device must register again.
-    pub async fn heartbeat(&self, id: &str, heartbeat: &Heartbeat) -> Result<u64, TrackerError> {
-        #[derive(Deserialize)]
-        struct Reply {
-            ttl_secs: u64,
-        }
+    pub async fn heartbeat(&self, id: &str, heartbeat: &Heartbeat) -> Result<HeartbeatReply, TrackerError> {
         let path = format!("/v1/devices/{id}/heartbeat");
         let response = self
             .send("POST", &path, Some(json_bytes(heartbeat)), Auth::Device)
             .await?;
-        let reply: Reply = decode_json("POST", &self.url_of(&path), response).await?;
-        Ok(reply.ttl_secs)
+        decode_json("POST", &self.url_of(&path), response).await
     }
 
     /// `PUT /v1/devices/{id}/contents`: the device's announced set becomes `contents`.
