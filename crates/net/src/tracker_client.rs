@@ -144,7 +144,9 @@ fn content_ids<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
             let mut id = [0u8; 32];
             hex::decode_to_slice(text, &mut id)
                 .map(|()| ContentId(id))
-                .map_err(|_| serde::de::Error::custom(format!("expected a content id of 64 hex characters, got {text:?}")))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!("expected a content id of 64 hex characters, got {text:?}"))
+                })
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
@@ -607,5 +609,48 @@ mod tests {
         assert_eq!((lookup.servers.len(), lookup.origins.len()), (8, MAX_LOOKUP_ORIGINS));
         assert_eq!(lookup.servers[0].id, "d0", "the tracker's order is kept");
         server.await.unwrap();
+    }
+
+    #[test]
+    fn heartbeat_replies_carry_the_assignment_when_the_tracker_places() {
+        let plain: HeartbeatReply = serde_json::from_str(r#"{"ttl_secs":30}"#).unwrap();
+        assert_eq!(
+            plain,
+            HeartbeatReply {
+                ttl_secs: 30,
+                generation: 0,
+                assignment: None
+            }
+        );
+        let placed: HeartbeatReply = serde_json::from_str(&format!(
+            r#"{{"ttl_secs":30,"generation":4,"assignment":["{}","{}"]}}"#,
+            "ab".repeat(32),
+            "CD".repeat(32)
+        ))
+        .unwrap();
+        assert_eq!(placed.generation, 4);
+        assert_eq!(
+            placed.assignment,
+            Some(vec![ContentId([0xab; 32]), ContentId([0xcd; 32])])
+        );
+        let empty: HeartbeatReply = serde_json::from_str(r#"{"ttl_secs":30,"assignment":[]}"#).unwrap();
+        assert_eq!(empty.assignment, Some(vec![]));
+        let bad = serde_json::from_str::<HeartbeatReply>(r#"{"ttl_secs":30,"assignment":["abc"]}"#).unwrap_err();
+        assert!(bad.to_string().contains("64 hex characters"), "{bad}");
+        // The disk fields are sent only when known.
+        let mut heartbeat = Heartbeat {
+            sessions: 1,
+            upload_bps: 2,
+            healthy: true,
+            cache_bytes: None,
+            free_bytes: None,
+        };
+        assert_eq!(
+            serde_json::to_value(heartbeat).unwrap(),
+            serde_json::json!({"sessions": 1, "upload_bps": 2, "healthy": true})
+        );
+        heartbeat.cache_bytes = Some(10);
+        heartbeat.free_bytes = Some(5);
+        assert_eq!(serde_json::to_value(heartbeat).unwrap()["cache_bytes"], 10);
     }
 }

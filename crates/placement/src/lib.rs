@@ -122,7 +122,10 @@ impl PlacementConfig {
             ));
         }
         if !(self.hysteresis >= 0.0 && self.hysteresis.is_finite()) {
-            return Err(format!("hysteresis: expected a finite factor ≥ 0, got {}", self.hysteresis));
+            return Err(format!(
+                "hysteresis: expected a finite factor ≥ 0, got {}",
+                self.hysteresis
+            ));
         }
         if self.min_replicas == 0 || self.on_miss_replicas == 0 {
             return Err("min_replicas and on_miss_replicas: expected at least 1".into());

@@ -28,8 +28,11 @@ impl Policy for Popularity {
         if slots.is_empty() {
             return Assignment::new();
         }
-        let mean_capacity =
-            slots.iter().map(|slot| slot.device.upload_capacity_bps as f64).sum::<f64>() / slots.len() as f64;
+        let mean_capacity = slots
+            .iter()
+            .map(|slot| slot.device.upload_capacity_bps as f64)
+            .sum::<f64>()
+            / slots.len() as f64;
         let boost = 1.0 + config.hysteresis;
         let mut order: Vec<(f64, &Content)> = input
             .contents
@@ -37,7 +40,14 @@ impl Policy for Popularity {
             .filter(|content| content.demand_bps.is_finite() && content.demand_bps > 0.0 && content.size > 0)
             .map(|content| {
                 let held = slots.iter().any(|slot| slot.has_now(&content.id, &input.previous));
-                (if held { content.demand_bps * boost } else { content.demand_bps }, content)
+                (
+                    if held {
+                        content.demand_bps * boost
+                    } else {
+                        content.demand_bps
+                    },
+                    content,
+                )
             })
             .collect();
         order.sort_by(|(a, x), (b, y)| b.total_cmp(a).then(x.id.cmp(&y.id)));
@@ -51,15 +61,20 @@ impl Policy for Popularity {
     }
 }
 
-fn replica_target(content: &Content, have: usize, devices: usize, config: &PlacementConfig, mean_capacity: f64) -> usize {
+fn replica_target(
+    content: &Content,
+    have: usize,
+    devices: usize,
+    config: &PlacementConfig,
+    mean_capacity: f64,
+) -> usize {
     let by_demand = (content.demand_bps / (mean_capacity * config.target_utilization)).ceil();
     let by_bitrate = (content.bitrate_bps as f64 / mean_capacity).ceil();
     let target = by_demand.max(by_bitrate).min(devices as f64) as usize;
     let target = target.max(config.min_replicas);
     let band = 1.0 + config.hysteresis;
-    let kept = have >= config.min_replicas
-        && (have as f64) * band >= target as f64
-        && (have as f64) <= target as f64 * band;
+    let kept =
+        have >= config.min_replicas && (have as f64) * band >= target as f64 && (have as f64) <= target as f64 * band;
     (if kept { have } else { target }).min(devices)
 }
 

@@ -37,6 +37,13 @@ pub(crate) struct AppState<S> {
     pub heartbeat_secs: u64,
     pub metrics: Metrics,
     pub limits: crate::StoreLimits,
+    /// Lookups counted since the last flush to the store (popularity).
+    pub tally: crate::popularity::Tally,
+    /// The popularity half-life, ms.
+    pub half_life_ms: u64,
+    /// Contents' sizes and bitrates, from their manifests.
+    pub catalog: crate::placement::Catalog,
+    pub placement: crate::placement::PlacementSettings,
 }
 
 pub(crate) type SharedState<S> = Arc<AppState<S>>;
@@ -91,6 +98,7 @@ pub(crate) fn routes<S: Store>() -> Vec<Route<S>> {
             get_manifest::<S>,
         ),
         route("/v1/contents/{cid}/servers", Method::GET, Access::Public, servers::<S>),
+        route("/v1/contents/popular", Method::GET, Access::Public, popular::<S>),
         route("/v1/rendezvous", Method::GET, Access::Public, rendezvous_ports::<S>),
         route("/v1/revocations", Method::POST, Access::Operator, revoke::<S>),
         route("/health", Method::GET, Access::Public, health::<S>),
@@ -249,11 +257,21 @@ struct HeartbeatRequest {
     sessions: u32,
     upload_bps: u64,
     healthy: bool,
+    /// The device's cache budget, bytes (a device that is a cache: `pcdn serve --cache-size`).
+    #[serde(default)]
+    cache_bytes: Option<u64>,
+    /// Free bytes on the cache's file system.
+    #[serde(default)]
+    free_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
 struct HeartbeatResponse {
     ttl_secs: u64,
+    /// Every content the device should hold (hex); omitted when the tracker places nothing or
+    /// has not placed this device yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assignment: Option<Vec<String>>,
 }
 
 async fn heartbeat<S: Store>(
@@ -263,18 +281,45 @@ async fn heartbeat<S: Store>(
     JsonBody(request): JsonBody<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     auth.require_id(&id)?;
+    let disk = match (request.cache_bytes, request.free_bytes) {
+        (Some(cache_bytes), free_bytes) => Some(crate::store::Disk {
+            cache_bytes,
+            free_bytes,
+        }),
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(ApiError::invalid_field(
+                "free_bytes",
+                "given without `cache_bytes`: a device reports its free disk only with its cache size",
+            ));
+        }
+    };
     let load = Load {
         sessions: request.sessions,
         upload_bps: request.upload_bps,
         healthy: request.healthy,
     };
-    if state.store.heartbeat(&id, load, unix_millis()).await? {
-        Ok(Json(HeartbeatResponse {
-            ttl_secs: state.ttl_secs,
-        }))
-    } else {
-        Err(ApiError::unknown_device(&id))
+    let now = unix_millis();
+    if !state.store.heartbeat(&id, load, now).await? {
+        return Err(ApiError::unknown_device(&id));
     }
+    if let Some(disk) = disk {
+        state.store.set_disk(&id, disk, now).await?;
+    }
+    let places = pcdn_placement::policy(&state.placement.policy).is_some_and(|policy| policy.places());
+    let assignment = if places {
+        state
+            .store
+            .assignment(&id)
+            .await?
+            .map(|contents| contents.iter().map(content_hex).collect())
+    } else {
+        None
+    };
+    Ok(Json(HeartbeatResponse {
+        ttl_secs: state.ttl_secs,
+        assignment,
+    }))
 }
 
 #[derive(Deserialize)]
@@ -502,6 +547,9 @@ async fn servers<S: Store>(
     crate::rendezvous::PunchToken(punch): crate::rendezvous::PunchToken,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
+    if !state.tally.count(content) {
+        state.metrics.count_untallied_lookup();
+    }
     let mut found = state.store.lookup(content, n, unix_millis()).await?;
     let reach = match &state.rendezvous {
         Some(rendezvous) => {
@@ -522,6 +570,47 @@ async fn servers<S: Store>(
     let response = ([(CONTENT_TYPE, "application/json")], json).into_response();
     state.metrics.observe_lookup(started.elapsed(), found.records_read);
     Ok(response)
+}
+
+#[derive(Serialize)]
+struct PopularEntry {
+    content: String,
+    lookups_per_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bitrate_bps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    demand_bps: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct PopularResponse {
+    half_life_secs: f64,
+    contents: Vec<PopularEntry>,
+}
+
+/// `GET /v1/contents/popular?n=N`: the N most looked-up contents, their lookup and demand rates.
+async fn popular<S: Store>(
+    State(state): State<SharedState<S>>,
+    crate::extract::PopularCount(n): crate::extract::PopularCount,
+) -> Result<Json<PopularResponse>, ApiError> {
+    let now = unix_millis();
+    crate::placement::flush(&state, now).await?;
+    let list = crate::placement::popular(&state, n, now).await?;
+    Ok(Json(PopularResponse {
+        half_life_secs: state.half_life_ms as f64 / 1000.0,
+        contents: list
+            .iter()
+            .map(|entry| PopularEntry {
+                content: content_hex(&entry.content),
+                lookups_per_s: entry.lookups_per_s,
+                size: entry.info.map(|info| info.size),
+                bitrate_bps: entry.info.map(|info| info.bitrate_bps).filter(|&bitrate| bitrate > 0),
+                demand_bps: entry.demand_bps(),
+            })
+            .collect(),
+    }))
 }
 
 async fn rendezvous_ports<S: Store>(State(state): State<SharedState<S>>) -> Result<Response, ApiError> {
@@ -552,9 +641,16 @@ async fn health<S: Store>(State(state): State<SharedState<S>>) -> Response {
 }
 
 async fn metrics_text<S: Store>(State(state): State<SharedState<S>>) -> Response {
-    // A scrape refreshes the gauge; if the store is down the last value stands and /health says so.
-    if let Ok(devices) = state.store.live_devices(unix_millis()).await {
+    // A scrape refreshes the gauges; if the store is down the last values stand and /health says so.
+    let now = unix_millis();
+    if let Ok(devices) = state.store.live_devices(now).await {
         state.metrics.set_live_devices(devices);
+    }
+    if let Err(error) = crate::placement::flush(&state, now).await {
+        tracing::warn!(%error, "counting lookups failed");
+    }
+    if let Ok(popular) = crate::placement::popular(&state, metrics::TOP_CONTENTS, now).await {
+        state.metrics.set_popular(&popular);
     }
     ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], state.metrics.encode()).into_response()
 }

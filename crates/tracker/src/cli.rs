@@ -1,6 +1,6 @@
 //! The `pcdn tracker` command line: its arguments and the blocking entry point.
 
-use crate::{HttpLimits, Rate, RateLimits, StoreLimits, StoreUrl, TlsFiles, TrackerConfig, serve};
+use crate::{HttpLimits, PlacementSettings, Rate, RateLimits, StoreLimits, StoreUrl, TlsFiles, TrackerConfig, serve};
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -81,6 +81,23 @@ pub struct TrackerArgs {
     /// No UDP rendezvous: lookups give devices' registered addresses, unprobed.
     #[arg(long, conflicts_with_all = ["udp_listen", "udp_alt_listen"])]
     pub no_udp: bool,
+    /// Seconds in which a content's lookup count halves (popularity, GET /v1/contents/popular).
+    #[arg(long, value_name = "SECS", default_value_t = TrackerConfig::DEFAULT_POPULARITY_HALF_LIFE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub popularity_half_life: u64,
+    /// Which contents devices that are caches (`pcdn serve --cache-size`) should hold: none (the
+    /// operator places them by hand), popularity (replicas follow demand) or on-miss (a
+    /// looked-up content too few devices hold goes to the least loaded, least recently used
+    /// evicted). Devices learn their assignment in heartbeat answers.
+    #[arg(long, value_name = "POLICY", default_value = "none", value_parser = clap::builder::PossibleValuesParser::new(pcdn_placement::POLICIES))]
+    pub placement: String,
+    /// Seconds between two placement rounds.
+    #[arg(long, value_name = "SECS", default_value_t = PlacementSettings::default().interval.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub placement_interval: u64,
+    /// A placement round places this many of the most looked-up contents.
+    #[arg(long, value_name = "N", default_value_t = PlacementSettings::default().contents, value_parser = parse_positive)]
+    pub placement_contents: usize,
 }
 
 fn parse_positive(text: &str) -> Result<usize, String> {
@@ -162,6 +179,13 @@ impl TrackerArgs {
             },
             udp,
             rendezvous_timings: crate::RendezvousTimings::default(),
+            popularity_half_life: Duration::from_secs(self.popularity_half_life),
+            placement: PlacementSettings {
+                policy: self.placement.clone(),
+                interval: Duration::from_secs(self.placement_interval),
+                contents: self.placement_contents,
+                ..PlacementSettings::default()
+            },
         })
     }
 }

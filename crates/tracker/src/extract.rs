@@ -108,19 +108,50 @@ impl<S: Send + Sync> FromRequestParts<S> for ServerCount {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", problem);
-        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+        count_query(parts, state, DEFAULT_LOOKUP_N, MAX_LOOKUP_N)
             .await
-            .map_err(|rejection| invalid(format!("query string: {}", rejection.body_text())))?;
-        let Some(text) = query.get("n") else {
-            return Ok(ServerCount(DEFAULT_LOOKUP_N));
-        };
-        match text.parse::<usize>() {
-            Ok(n) if (1..=MAX_LOOKUP_N).contains(&n) => Ok(ServerCount(n)),
-            _ => Err(invalid(format!(
-                "query parameter `n`: expected an integer in 1..={MAX_LOOKUP_N}, got {:?}",
-                text.chars().take(40).collect::<String>()
-            ))),
-        }
+            .map(ServerCount)
+    }
+}
+
+/// The `n` of `GET /v1/contents/popular`: 1..=`MAX_POPULAR_N`, default `DEFAULT_POPULAR_N`.
+pub(crate) struct PopularCount(pub usize);
+
+/// Most contents `GET /v1/contents/popular` lists: a dashboard's top list, bounded so that one
+/// request reads little.
+pub(crate) const MAX_POPULAR_N: usize = 100;
+/// Contents `GET /v1/contents/popular` lists when it does not say.
+pub(crate) const DEFAULT_POPULAR_N: usize = 10;
+
+impl<S: Send + Sync> FromRequestParts<S> for PopularCount {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        count_query(parts, state, DEFAULT_POPULAR_N, MAX_POPULAR_N)
+            .await
+            .map(PopularCount)
+    }
+}
+
+/// The query parameter `n`: an integer in 1..=`max`, `default` when absent.
+async fn count_query<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
+    let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", problem);
+    let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+        .await
+        .map_err(|rejection| invalid(format!("query string: {}", rejection.body_text())))?;
+    let Some(text) = query.get("n") else {
+        return Ok(default);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(invalid(format!(
+            "query parameter `n`: expected an integer in 1..={max}, got {:?}",
+            text.chars().take(40).collect::<String>()
+        ))),
     }
 }

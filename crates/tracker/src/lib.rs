@@ -23,6 +23,8 @@ mod extract;
 mod metrics;
 mod model;
 mod openapi;
+mod placement;
+mod popularity;
 mod ratelimit;
 mod rendezvous;
 mod server;
@@ -32,6 +34,8 @@ mod tls;
 pub use auth::AuthConfig;
 pub use cli::{TrackerArgs, run};
 pub use pcdn_identity::ed25519_dalek::VerifyingKey;
+pub use pcdn_placement::PlacementConfig;
+pub use placement::PlacementSettings;
 pub use ratelimit::{Rate, RateLimits};
 pub use rendezvous::{RendezvousTimings, UdpConfig};
 pub use server::{HttpLimits, raise_fd_limit};
@@ -123,6 +127,10 @@ pub struct StoreLimits {
     /// signer's key) is gone, is kept before the sweep deletes it. Default 24 h: an origin down
     /// for a night keeps its catalogue.
     pub orphan_grace: Duration,
+    /// Most contents whose lookups are counted (popularity); the least popular beyond it are
+    /// forgotten. Default 100,000: ten origins' catalogues (`manifests_per_origin`), ~5 MB of
+    /// counts in Redis or SQLite.
+    pub max_tracked_contents: usize,
 }
 
 impl Default for StoreLimits {
@@ -134,6 +142,7 @@ impl Default for StoreLimits {
             manifests_per_origin: 10_000,
             manifest_bytes_per_origin: 1 << 30,
             orphan_grace: Duration::from_secs(24 * 3600),
+            max_tracked_contents: 100_000,
         }
     }
 }
@@ -163,6 +172,11 @@ pub struct TrackerConfig {
     /// devices at their registered address unprobed.
     pub udp: Option<UdpConfig>,
     pub rendezvous_timings: RendezvousTimings,
+    /// Lookup counts halve every this long (popularity). Default 10 min: a video's audience
+    /// changes over tens of minutes, and lookups of the last few minutes then weigh most.
+    pub popularity_half_life: Duration,
+    /// Which placement policy runs, how often, on how many contents.
+    pub placement: PlacementSettings,
 }
 
 impl fmt::Debug for TrackerConfig {
@@ -179,6 +193,8 @@ impl fmt::Debug for TrackerConfig {
             .field("http", &self.http)
             .field("rate_limits", &self.rate_limits)
             .field("udp", &self.udp)
+            .field("popularity_half_life", &self.popularity_half_life)
+            .field("placement", &self.placement)
             .finish()
     }
 }
@@ -188,6 +204,8 @@ impl TrackerConfig {
     pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
     /// Default heartbeat interval: 10 s.
     pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+    /// Default popularity half-life: 10 min.
+    pub const DEFAULT_POPULARITY_HALF_LIFE: Duration = Duration::from_secs(600);
 
     /// A configuration with the default ttl and heartbeat interval, plain HTTP, the default
     /// connection limits and rate limits, and no UDP rendezvous.
@@ -205,6 +223,8 @@ impl TrackerConfig {
             rate_limits: RateLimits::default(),
             udp: None,
             rendezvous_timings: RendezvousTimings::default(),
+            popularity_half_life: Self::DEFAULT_POPULARITY_HALF_LIFE,
+            placement: PlacementSettings::default(),
         }
     }
 
@@ -225,6 +245,13 @@ impl TrackerConfig {
         if self.limits.max_origins == 0 {
             bail!("max_origins is 0: a lookup must be able to list at least one origin");
         }
+        if self.popularity_half_life < Duration::from_secs(1) {
+            bail!(
+                "popularity half-life {:?} must be at least 1 s",
+                self.popularity_half_life
+            );
+        }
+        self.placement.validate()?;
         self.http.validate()?;
         self.rate_limits.validate()?;
         Ok(())
@@ -373,8 +400,14 @@ async fn run_server<S: Store>(
         heartbeat_secs: config.heartbeat.as_secs(),
         metrics: metrics::Metrics::new(),
         limits: config.limits.clone(),
+        tally: popularity::Tally::new(config.limits.max_tracked_contents),
+        half_life_ms: store::ttl_millis(config.popularity_half_life),
+        catalog: placement::Catalog::default(),
+        placement: config.placement.clone(),
     });
     let sweeper = tokio::spawn(sweep_forever(Arc::clone(&state), sweep_interval(config.ttl)));
+    let counter = tokio::spawn(placement::count_forever(Arc::clone(&state)));
+    let placer = tokio::spawn(placement::place_forever(Arc::clone(&state)));
     let limiter = Arc::new(ratelimit::RateLimiter::new(
         config.rate_limits,
         state.metrics.refusals(),
@@ -396,8 +429,14 @@ async fn run_server<S: Store>(
         metrics: state.metrics.connections(),
     };
     server::serve(listener, front, stopped).await;
-    sweeper.abort();
-    let _ = sweeper.await;
+    for task in [sweeper, counter, placer] {
+        task.abort();
+        let _ = task.await;
+    }
+    // The lookups counted since the last flush.
+    if let Err(error) = placement::flush(&state, unix_millis()).await {
+        tracing::warn!(%error, "counting the last lookups failed");
+    }
     if let Some(udp) = udp {
         udp.abort();
         let _ = udp.await;

@@ -72,6 +72,18 @@ struct LimitedLabels {
     class: &'static str,
 }
 
+/// Contents whose rates `/metrics` exports: the most looked-up ten, so the `content` label
+/// takes at most ten values at a time whatever clients look up.
+pub(crate) const TOP_CONTENTS: usize = 10;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ContentLabels {
+    /// A content id (hex), one of the `TOP_CONTENTS` most looked up at the last scrape.
+    content: String,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 /// The content type of `encode`'s output.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -95,6 +107,12 @@ pub(crate) struct Metrics {
     expirations: Counter,
     connections: ConnectionMetrics,
     rate_limited: Family<LimitedLabels, Counter>,
+    content_lookups: Family<ContentLabels, FloatGauge>,
+    content_demand: Family<ContentLabels, FloatGauge>,
+    untallied_lookups: Counter,
+    placement_rounds: Counter,
+    placement_moves: Counter,
+    placed_devices: Gauge,
 }
 
 impl Metrics {
@@ -147,7 +165,49 @@ impl Metrics {
             "requests refused with 429 by the per-source rate limits, by class (lookup or write)",
             rate_limited.clone(),
         );
+        let content_lookups = Family::<ContentLabels, FloatGauge>::default();
+        registry.register(
+            "content_lookups_per_second",
+            "decayed lookup rate of the 10 most looked-up contents (only those: the label set is bounded)",
+            content_lookups.clone(),
+        );
+        let content_demand = Family::<ContentLabels, FloatGauge>::default();
+        registry.register(
+            "content_demand_bits_per_second",
+            "upload the 10 most looked-up contents' viewers need: lookups/s x size x 8",
+            content_demand.clone(),
+        );
+        let untallied_lookups = Counter::default();
+        registry.register(
+            "untallied_lookups",
+            "lookups not counted for popularity because too many contents were pending between two flushes",
+            untallied_lookups.clone(),
+        );
+        let placement_rounds = Counter::default();
+        registry.register(
+            "placement_rounds",
+            "placement rounds this instance ran",
+            placement_rounds.clone(),
+        );
+        let placement_moves = Counter::default();
+        registry.register(
+            "placement_moves",
+            "(device, content) assignments added or removed by placement rounds",
+            placement_moves.clone(),
+        );
+        let placed_devices = Gauge::default();
+        registry.register(
+            "placed_devices",
+            "devices given an assignment by this instance's last placement round",
+            placed_devices.clone(),
+        );
         Metrics {
+            content_lookups,
+            content_demand,
+            untallied_lookups,
+            placement_rounds,
+            placement_moves,
+            placed_devices,
             registry,
             requests,
             lookup_seconds,
@@ -198,6 +258,31 @@ impl Metrics {
 
     pub fn count_expirations(&self, expired: u64) {
         self.expirations.inc_by(expired);
+    }
+
+    /// Replaces the per-content gauges with these contents' (at most `TOP_CONTENTS`).
+    pub fn set_popular(&self, popular: &[crate::placement::Popular]) {
+        self.content_lookups.clear();
+        self.content_demand.clear();
+        for entry in popular.iter().take(TOP_CONTENTS) {
+            let labels = ContentLabels {
+                content: hex::encode(entry.content.0),
+            };
+            self.content_lookups.get_or_create(&labels).set(entry.lookups_per_s);
+            if let Some(demand) = entry.demand_bps() {
+                self.content_demand.get_or_create(&labels).set(demand);
+            }
+        }
+    }
+
+    pub fn count_untallied_lookup(&self) {
+        self.untallied_lookups.inc();
+    }
+
+    pub fn count_placement(&self, moves: usize, devices: usize) {
+        self.placement_rounds.inc();
+        self.placement_moves.inc_by(moves as u64);
+        self.placed_devices.set(i64::try_from(devices).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text of every metric.

@@ -166,6 +166,18 @@ pub(crate) fn document() -> Value {
                     }
                 }
             },
+            "/v1/contents/popular": {
+                "get": {
+                    "operationId": "popularContents",
+                    "summary": "The most looked-up contents, with their decayed lookup rates and the upload their viewers need",
+                    "parameters": [parameter("PopularN")],
+                    "responses": {
+                        "200": json_response("the top contents, most looked up first", "Popular"),
+                        "400": bad_request,
+                        "503": unavailable
+                    }
+                }
+            },
             "/v1/rendezvous": {
                 "get": {
                     "operationId": "rendezvous",
@@ -249,6 +261,11 @@ pub(crate) fn document() -> Value {
                     "description": "most servers to return",
                     "schema": {"type": "integer", "minimum": 1, "maximum": 64, "default": 8}
                 },
+                "PopularN": {
+                    "name": "n", "in": "query", "required": false,
+                    "description": "most contents to list",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}
+                },
                 "Punch": {
                     "name": "punch", "in": "query", "required": false,
                     "description": "the client token of a BOUND: the tracker asks the NATed servers it returns to punch towards the client",
@@ -304,12 +321,33 @@ pub(crate) fn document() -> Value {
                     "properties": {
                         "sessions": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64},
                         "upload_bps": {"type": "integer", "format": "int64", "minimum": 0, "description": "current upload, bits per second"},
-                        "healthy": {"type": "boolean"}
+                        "healthy": {"type": "boolean"},
+                        "cache_bytes": {"type": "integer", "format": "int64", "minimum": 0, "description": "the device's cache budget in bytes (a device that is a cache); placement assigns it at most this much"},
+                        "free_bytes": {"type": "integer", "format": "int64", "minimum": 0, "description": "free bytes on the cache's file system (only with cache_bytes)"}
                     }
                 },
                 "HeartbeatAck": {
                     "type": "object", "required": ["ttl_secs"],
-                    "properties": {"ttl_secs": {"type": "integer"}}
+                    "properties": {
+                        "ttl_secs": {"type": "integer"},
+                        "assignment": {"type": "array", "items": {"$ref": "#/components/schemas/ContentId"}, "description": "every content the device should hold; absent when the tracker places nothing (--placement none) or has not placed this device yet"}
+                    }
+                },
+                "Popular": {
+                    "type": "object", "required": ["half_life_secs", "contents"],
+                    "properties": {
+                        "half_life_secs": {"type": "number", "description": "lookup counts halve this often"},
+                        "contents": {"type": "array", "items": {
+                            "type": "object", "required": ["content", "lookups_per_s"],
+                            "properties": {
+                                "content": {"$ref": "#/components/schemas/ContentId"},
+                                "lookups_per_s": {"type": "number", "description": "the decayed lookup count as a rate: count x ln 2 / half-life"},
+                                "size": {"type": "integer", "description": "bytes, from the manifest (absent without one)"},
+                                "bitrate_bps": {"type": "integer", "description": "the video's bitrate, from the manifest (absent if it has none)"},
+                                "demand_bps": {"type": "number", "description": "lookups_per_s x size x 8: the upload its viewers need"}
+                            }
+                        }}
+                    }
                 },
                 "Contents": {
                     "type": "object", "required": ["contents"],

@@ -104,7 +104,7 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
             });
         }
     }
-    assert_eq!(operations.len(), 12);
+    assert_eq!(operations.len(), 13);
 
     let mut checked = 0;
     for operation in &operations {
@@ -166,6 +166,16 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
                     "{}: {error}",
                     what(&shown)
                 );
+                checked += 1;
+            }
+        }
+
+        if operation.path.ends_with("/popular") {
+            for query in ["n=0", "n=101", "n=abc", "n=-1", "n=", "n=99999999999999999999999"] {
+                let request = api.request(operation.method.clone(), &format!("{good_path}?{query}"));
+                let error = assert_4xx_json(&api, request, &what(query)).await;
+                assert_eq!(error["error"], "invalid_query", "{query}");
+                assert!(error["message"].as_str().unwrap().contains("`n`"), "{error}");
                 checked += 1;
             }
         }

@@ -427,7 +427,7 @@ async fn openapi_document_is_valid_and_every_route_exists() {
             );
         }
     }
-    assert_eq!(operations, 12);
+    assert_eq!(operations, 13);
     for documented in [
         "/v1/rendezvous",
         "/v1/revocations",
@@ -437,6 +437,7 @@ async fn openapi_document_is_valid_and_every_route_exists() {
         "/v1/devices/{id}",
         "/v1/contents/{cid}/manifest",
         "/v1/contents/{cid}/servers",
+        "/v1/contents/popular",
         "/health",
         "/metrics",
         "/openapi.json",

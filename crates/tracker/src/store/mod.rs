@@ -5,10 +5,11 @@ mod nonces;
 pub(crate) mod redis;
 pub(crate) mod sqlite;
 
-use crate::model::{Load, Lookup, Registration};
+use crate::model::{Device, Load, Lookup, Registration};
 use bytes::Bytes;
 use pcdn_core::wire::ContentId;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Wall-clock time in milliseconds since the Unix epoch. Expiry is kept in wall-clock time
@@ -116,6 +117,74 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// by no live device, with no live origin whose key signed them. Marks new orphans and
     /// unmarks manifests held again. Returns how many it deleted.
     fn sweep_manifests(&self, now_ms: u64) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Adds lookups to the contents' decayed counts (`popularity::add`), and forgets the
+    /// least popular beyond `StoreLimits::max_tracked_contents`. Shared by every instance.
+    fn add_lookups(
+        &self,
+        counts: Vec<(ContentId, u64)>,
+        now_ms: u64,
+        half_life_ms: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The `n` contents of highest decayed count with their log-scores (`popularity`), highest
+    /// first, ties by content id.
+    fn popular(&self, n: usize, now_ms: u64) -> impl Future<Output = Result<Vec<(ContentId, f64)>, StoreError>> + Send;
+
+    /// Records the disk a live device reported in its heartbeat (it expires with the device).
+    fn set_disk(&self, id: &str, disk: Disk, now_ms: u64) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Every live device that is not an origin, with what it announced, its disk report and
+    /// its current assignment, ordered by id: the input of a placement round.
+    fn placement_devices(&self, now_ms: u64) -> impl Future<Output = Result<Vec<PlacedDevice>, StoreError>> + Send;
+
+    /// Replaces every assignment: these devices get these lists, every other device none.
+    fn set_assignments(
+        &self,
+        assignments: Vec<(String, Vec<ContentId>)>,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The device's assignment from the last placement round that placed it, if any.
+    fn assignment(&self, id: &str) -> impl Future<Output = Result<Option<Vec<ContentId>>, StoreError>> + Send;
+
+    /// Whether this instance runs the placement round starting now: true for at most one
+    /// instance per `hold_ms` (a lease in Redis; SQLite has one instance).
+    fn lead_round(&self, hold_ms: u64, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// A device's disk as its heartbeats report it (`cache_bytes`, `free_bytes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Disk {
+    pub cache_bytes: u64,
+    pub free_bytes: Option<u64>,
+}
+
+/// A live device as a placement round sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct PlacedDevice {
+    pub device: Arc<Device>,
+    pub contents: Vec<ContentId>,
+    pub disk: Option<Disk>,
+    pub assignment: Option<Vec<ContentId>>,
+}
+
+/// An assignment as stored: the content ids' 32 bytes each, concatenated.
+pub(crate) fn encode_contents(contents: &[ContentId]) -> Vec<u8> {
+    contents.iter().flat_map(|content| content.0).collect()
+}
+
+pub(crate) fn decode_contents(bytes: &[u8]) -> Result<Vec<ContentId>, StoreError> {
+    if bytes.len() % 32 != 0 {
+        return Err(StoreError::Corrupt(format!(
+            "an assignment of {} bytes is not a list of 32-byte content ids",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(32)
+        .map(|chunk| ContentId(chunk.try_into().expect("32-byte chunks")))
+        .collect())
 }
 
 /// What putting a manifest did.

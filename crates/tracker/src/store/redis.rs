@@ -23,6 +23,12 @@
 //!   Only a stored manifest's own signer may replace it.
 //! - `revoked`: hash of revoked device id → the instant (Unix ms) before which its credentials
 //!   are refused.
+//! - `popularity`: sorted set of content hex → the log-score of its decayed lookup count
+//!   (`popularity`), at most `max_tracked_contents` entries.
+//! - `disk:{id}`: the device's last disk report (`cache free`, `-` for no free figure), expiring
+//!   with the device; `assign:{id}`: its assignment (32-byte content ids concatenated), and
+//!   `assigned`: the set of devices that have one; `placement-lead`: the lease of the instance
+//!   that runs the current placement round.
 //! - `nonce:{replay key hex}`: a signed request seen recently, expiring when its timestamp
 //!   leaves the clock window; `SET NX` makes "first to see it" atomic across instances.
 //!
@@ -31,7 +37,7 @@
 //! of the origins' (`ZRANGE` with a bound) with their records; the tracker orders those exactly
 //! (`model::server_order`, whose ties on free capacity the scores cannot break) and renders them.
 
-use super::{ManifestPut, Store, StoreError, ttl_millis};
+use super::{Disk, ManifestPut, PlacedDevice, Store, StoreError, decode_contents, encode_contents, ttl_millis};
 use crate::StoreLimits;
 use crate::model::{Device, Load, Lookup, Registration, content_hex, origin_order, top_servers};
 use bytes::Bytes;
@@ -56,6 +62,11 @@ const SIGNED_BYTES_KEY: &str = "pcdn:signed-bytes";
 const ORPHAN_SINCE_KEY: &str = "pcdn:orphan-since";
 const REVOKED_KEY: &str = "pcdn:revoked";
 const NONCE_PREFIX: &str = "pcdn:nonce:";
+const POPULARITY_KEY: &str = "pcdn:popularity";
+const DISK_PREFIX: &str = "pcdn:disk:";
+const ASSIGN_PREFIX: &str = "pcdn:assign:";
+const ASSIGNED_KEY: &str = "pcdn:assigned";
+const LEAD_KEY: &str = "pcdn:placement-lead";
 /// Manifests one orphan-sweep script examines (`HSCAN` count); the sweep loops over the index.
 const MANIFEST_SWEEP_BATCH: usize = 500;
 /// Devices one sweep script examines; the sweep loops until a batch comes back short.
@@ -287,6 +298,43 @@ end
 return {scan[1], deleted}
 ";
 
+/// KEYS: popularity. ARGV: now_ms, half_life_ms, max tracked, then content hex and count
+/// pairs. Adds the counts to the log-scores (`popularity::add`, the same formula), then drops
+/// the lowest scores beyond the maximum.
+const ADD_LOOKUPS: &str = r"
+local clock = tonumber(ARGV[1]) / tonumber(ARGV[2])
+for i = 4, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  local value = tonumber(ARGV[i + 1])
+  if score then value = value + 2 ^ (tonumber(score) - clock) end
+  redis.call('ZADD', KEYS[1], string.format('%.17g', math.log(value) / math.log(2) + clock), ARGV[i])
+end
+local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1) end
+return 1
+";
+
+/// KEYS: assigned. ARGV: assign prefix, ttl_ms, then device id and assignment pairs. Replaces
+/// every assignment: deletes those of devices not listed.
+const SET_ASSIGNMENTS: &str = r"
+local listed = {}
+for i = 3, #ARGV, 2 do listed[ARGV[i]] = true end
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if not listed[id] then redis.call('DEL', ARGV[1] .. id) end
+end
+redis.call('DEL', KEYS[1])
+for i = 3, #ARGV, 2 do
+  redis.call('SET', ARGV[1] .. ARGV[i], ARGV[i + 1], 'PX', ARGV[2])
+  redis.call('SADD', KEYS[1], ARGV[i])
+end
+return 1
+";
+
+/// How long an assignment lasts in Redis without a round rewriting it: a day, so that a
+/// tracker fleet stopped overnight does not leave assignments behind forever, while a round
+/// every few seconds rewrites them long before.
+const ASSIGNMENT_TTL_MS: u64 = 24 * 3600 * 1000;
+
 /// The Redis store (`redis://host:port/db`).
 pub(crate) struct RedisStore {
     connection: ConnectionManager,
@@ -301,6 +349,8 @@ pub(crate) struct RedisStore {
     lookup: Script,
     put_manifest: Script,
     sweep_manifests: Script,
+    add_lookups: Script,
+    set_assignments: Script,
 }
 
 fn device_key(id: &str) -> String {
@@ -369,6 +419,21 @@ fn decode_device(id: &str, record: &str) -> Result<Device, StoreError> {
     parse().ok_or_else(|| corrupt(id, record))
 }
 
+/// A disk report as `set_disk` writes it: `cache free` (`-` for no free figure).
+fn decode_disk(id: &str, text: &str) -> Result<Disk, StoreError> {
+    let parse = || -> Option<Disk> {
+        let (cache, free) = text.split_once(' ')?;
+        Some(Disk {
+            cache_bytes: cache.parse().ok()?,
+            free_bytes: match free {
+                "-" => None,
+                free => Some(free.parse().ok()?),
+            },
+        })
+    };
+    parse().ok_or_else(|| StoreError::Corrupt(format!("redis key {DISK_PREFIX}{id} holds {text:?}")))
+}
+
 /// The live devices among `ids`, whose records (`None` once expired) are `records`.
 fn decode_devices(ids: &[String], records: Vec<Option<String>>) -> Result<Vec<Arc<Device>>, StoreError> {
     ids.iter()
@@ -400,6 +465,8 @@ impl RedisStore {
             lookup: Script::new(LOOKUP),
             put_manifest: Script::new(PUT_MANIFEST),
             sweep_manifests: Script::new(SWEEP_MANIFESTS),
+            add_lookups: Script::new(ADD_LOOKUPS),
+            set_assignments: Script::new(SET_ASSIGNMENTS),
         })
     }
 
@@ -660,6 +727,134 @@ impl Store for RedisStore {
             }
             cursor = next;
         }
+    }
+
+    async fn add_lookups(
+        &self,
+        counts: Vec<(ContentId, u64)>,
+        now_ms: u64,
+        half_life_ms: u64,
+    ) -> Result<(), StoreError> {
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let mut invocation = self.add_lookups.key(POPULARITY_KEY);
+        invocation
+            .arg(now_ms)
+            .arg(half_life_ms)
+            .arg(self.limits.max_tracked_contents);
+        for (content, count) in &counts {
+            invocation.arg(content_hex(content)).arg(*count);
+        }
+        let _: i64 = invocation.invoke_async(&mut self.connection()).await?;
+        Ok(())
+    }
+
+    async fn popular(&self, n: usize, _now_ms: u64) -> Result<Vec<(ContentId, f64)>, StoreError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<(String, f64)> = self
+            .connection()
+            .zrevrange_withscores(POPULARITY_KEY, 0, isize::try_from(n - 1).unwrap_or(isize::MAX))
+            .await?;
+        let mut popular = entries
+            .into_iter()
+            .map(|(hex, score)| {
+                crate::model::parse_content_id(&hex)
+                    .map(|content| (content, score))
+                    .map_err(|_| StoreError::Corrupt(format!("redis key {POPULARITY_KEY} holds {hex:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        popular.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(popular)
+    }
+
+    async fn set_disk(&self, id: &str, disk: Disk, _now_ms: u64) -> Result<(), StoreError> {
+        let free = disk.free_bytes.map_or_else(|| "-".to_owned(), |free| free.to_string());
+        let _: () = self
+            .connection()
+            .pset_ex(
+                format!("{DISK_PREFIX}{id}"),
+                format!("{} {free}", disk.cache_bytes),
+                self.ttl_ms,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn placement_devices(&self, now_ms: u64) -> Result<Vec<PlacedDevice>, StoreError> {
+        let mut ids: Vec<String> = self
+            .connection()
+            .zrangebyscore(LIVE_KEY, format!("({now_ms}"), "+inf")
+            .await?;
+        ids.sort_unstable();
+        let mut devices = Vec::with_capacity(ids.len());
+        // In batches, so that one pipeline stays a few hundred commands.
+        for batch in ids.chunks(SWEEP_BATCH) {
+            let mut pipe = redis::pipe();
+            for id in batch {
+                pipe.get(device_key(id))
+                    .smembers(contents_key(id))
+                    .get(format!("{DISK_PREFIX}{id}"))
+                    .get(format!("{ASSIGN_PREFIX}{id}"));
+            }
+            type Row = (Option<String>, Vec<String>, Option<String>, Option<Vec<u8>>);
+            let rows: Vec<Row> = pipe.query_async(&mut self.connection()).await?;
+            for (id, (record, contents, disk, assignment)) in batch.iter().zip(rows) {
+                let Some(record) = record else { continue };
+                let device = decode_device(id, &record)?;
+                if device.registration.origin {
+                    continue;
+                }
+                let mut contents = contents
+                    .iter()
+                    .map(|hex| {
+                        crate::model::parse_content_id(hex)
+                            .map_err(|_| StoreError::Corrupt(format!("redis set {CONTENTS_PREFIX}{id} holds {hex:?}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                contents.sort_unstable();
+                devices.push(PlacedDevice {
+                    device: Arc::new(device),
+                    contents,
+                    disk: disk.as_deref().map(|text| decode_disk(id, text)).transpose()?,
+                    assignment: assignment.as_deref().map(decode_contents).transpose()?,
+                });
+            }
+        }
+        Ok(devices)
+    }
+
+    async fn set_assignments(
+        &self,
+        assignments: Vec<(String, Vec<ContentId>)>,
+        _now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut invocation = self.set_assignments.key(ASSIGNED_KEY);
+        invocation.arg(ASSIGN_PREFIX).arg(ASSIGNMENT_TTL_MS);
+        for (id, contents) in &assignments {
+            invocation.arg(id).arg(encode_contents(contents));
+        }
+        let _: i64 = invocation.invoke_async(&mut self.connection()).await?;
+        Ok(())
+    }
+
+    async fn assignment(&self, id: &str) -> Result<Option<Vec<ContentId>>, StoreError> {
+        let bytes: Option<Vec<u8>> = self.connection().get(format!("{ASSIGN_PREFIX}{id}")).await?;
+        bytes.as_deref().map(decode_contents).transpose()
+    }
+
+    async fn lead_round(&self, hold_ms: u64, _now_ms: u64) -> Result<bool, StoreError> {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(LEAD_KEY)
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(hold_ms.max(1))
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(set.is_some())
     }
 }
 

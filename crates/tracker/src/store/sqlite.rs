@@ -8,7 +8,7 @@
 //! tens of thousands of lookups per second on two cores.
 
 use super::nonces::NonceSet;
-use super::{ManifestPut, Store, StoreError, ttl_millis};
+use super::{Disk, ManifestPut, PlacedDevice, Store, StoreError, decode_contents, encode_contents, ttl_millis};
 use crate::StoreLimits;
 use crate::model::{Device, Load, Lookup, Registration};
 use bytes::Bytes;
@@ -42,6 +42,14 @@ CREATE TABLE IF NOT EXISTS device_contents (
 CREATE TABLE IF NOT EXISTS revocations (
     id TEXT PRIMARY KEY NOT NULL,
     before_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS popularity (
+    content BLOB PRIMARY KEY NOT NULL,
+    score REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS assignments (
+    device_id TEXT PRIMARY KEY NOT NULL,
+    contents BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS manifests (
     content BLOB PRIMARY KEY NOT NULL,
@@ -78,6 +86,17 @@ struct Inner {
     /// Replay keys of recent signed requests. In memory: a restart forgets them, so a request
     /// captured less than the clock window before a restart could be replayed once after it.
     nonces: Mutex<NonceSet>,
+    placement: Mutex<Placement>,
+}
+
+/// What placement keeps: the popularity log-scores and the assignments (both also in SQLite,
+/// so they survive a restart) and the disk reports (in memory: devices resend them every
+/// heartbeat).
+#[derive(Debug, Default)]
+struct Placement {
+    scores: HashMap<ContentId, f64>,
+    disks: HashMap<String, Disk>,
+    assignments: HashMap<String, Vec<ContentId>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,6 +150,7 @@ impl SqliteStore {
         writer.execute_batch(SCHEMA)?;
         migrate(&writer)?;
         let registry = load_registry(&writer)?;
+        let placement = load_placement(&writer)?;
         let reader = match path {
             Some(path) => {
                 let reader = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
@@ -145,6 +165,7 @@ impl SqliteStore {
                 reader,
                 registry: RwLock::new(registry),
                 nonces: Mutex::new(NonceSet::default()),
+                placement: Mutex::new(placement),
             }),
             ttl_ms,
             limits,
@@ -177,6 +198,28 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+fn load_placement(connection: &Connection) -> Result<Placement, StoreError> {
+    let mut placement = Placement::default();
+    let mut scores = connection.prepare("SELECT content, score FROM popularity")?;
+    let mut rows = scores.query([])?;
+    while let Some(row) = rows.next()? {
+        let content: Vec<u8> = row.get(0)?;
+        let content = ContentId(
+            content
+                .try_into()
+                .map_err(|_| corrupt("a popularity row has a content id that is not 32 bytes"))?,
+        );
+        placement.scores.insert(content, row.get(1)?);
+    }
+    let mut assignments = connection.prepare("SELECT device_id, contents FROM assignments")?;
+    let mut rows = assignments.query([])?;
+    while let Some(row) = rows.next()? {
+        let contents: Vec<u8> = row.get(1)?;
+        placement.assignments.insert(row.get(0)?, decode_contents(&contents)?);
+    }
+    Ok(placement)
 }
 
 fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
@@ -542,6 +585,134 @@ impl Store for SqliteStore {
             Ok(changes.deleted.len() as u64)
         })
         .await
+    }
+
+    async fn add_lookups(
+        &self,
+        counts: Vec<(ContentId, u64)>,
+        now_ms: u64,
+        half_life_ms: u64,
+    ) -> Result<(), StoreError> {
+        let max = self.limits.max_tracked_contents;
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            let mut placement = lock(&inner.placement);
+            let scores = &mut placement.scores;
+            let mut changed: Vec<(ContentId, f64)> = Vec::with_capacity(counts.len());
+            for (content, count) in counts {
+                let score = crate::popularity::add(scores.get(&content).copied(), count as f64, now_ms, half_life_ms);
+                changed.push((content, score));
+            }
+            let mut forgotten = Vec::new();
+            let extra = (scores.len() + changed.len()).saturating_sub(max);
+            if extra > 0 {
+                let mut all: Vec<(ContentId, f64)> = scores.iter().map(|(c, s)| (*c, *s)).collect();
+                all.extend(changed.iter().copied());
+                all.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+                all.dedup_by_key(|entry| entry.0);
+                let extra = all.len().saturating_sub(max);
+                forgotten.extend(all.into_iter().take(extra).map(|entry| entry.0));
+            }
+            let transaction = writer.transaction()?;
+            {
+                let mut upsert =
+                    transaction.prepare_cached("INSERT OR REPLACE INTO popularity (content, score) VALUES (?1, ?2)")?;
+                for (content, score) in &changed {
+                    upsert.execute(params![&content.0[..], score])?;
+                }
+                let mut delete = transaction.prepare_cached("DELETE FROM popularity WHERE content = ?1")?;
+                for content in &forgotten {
+                    delete.execute([&content.0[..]])?;
+                }
+            }
+            transaction.commit()?;
+            scores.extend(changed);
+            for content in &forgotten {
+                scores.remove(content);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn popular(&self, n: usize, _now_ms: u64) -> Result<Vec<(ContentId, f64)>, StoreError> {
+        let placement = lock(&self.inner.placement);
+        let mut all: Vec<(ContentId, f64)> = placement.scores.iter().map(|(c, s)| (*c, *s)).collect();
+        drop(placement);
+        let order = |a: &(ContentId, f64), b: &(ContentId, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        if all.len() > n {
+            all.select_nth_unstable_by(n - 1, order);
+            all.truncate(n);
+        }
+        all.sort_unstable_by(order);
+        Ok(all)
+    }
+
+    async fn set_disk(&self, id: &str, disk: Disk, _now_ms: u64) -> Result<(), StoreError> {
+        lock(&self.inner.placement).disks.insert(id.to_owned(), disk);
+        Ok(())
+    }
+
+    async fn placement_devices(&self, now_ms: u64) -> Result<Vec<PlacedDevice>, StoreError> {
+        let registry = self.inner.read_registry();
+        let mut placement = lock(&self.inner.placement);
+        // Forget the disk reports of devices gone since.
+        placement
+            .disks
+            .retain(|id, _| registry.live_entry(id, now_ms, self.ttl_ms).is_some());
+        let mut devices: Vec<PlacedDevice> = registry
+            .devices
+            .values()
+            .filter(|entry| is_live(entry.last_seen_ms, now_ms, self.ttl_ms) && !entry.device.registration.origin)
+            .map(|entry| {
+                let id = &entry.device.registration.id;
+                let mut contents: Vec<ContentId> = entry.contents.iter().copied().collect();
+                contents.sort_unstable();
+                PlacedDevice {
+                    device: Arc::clone(&entry.device),
+                    contents,
+                    disk: placement.disks.get(id).copied(),
+                    assignment: placement.assignments.get(id).cloned(),
+                }
+            })
+            .collect();
+        devices.sort_by(|a, b| a.device.registration.id.cmp(&b.device.registration.id));
+        Ok(devices)
+    }
+
+    async fn set_assignments(
+        &self,
+        assignments: Vec<(String, Vec<ContentId>)>,
+        _now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.blocking(move |inner| {
+            let mut writer = lock(&inner.writer);
+            let transaction = writer.transaction()?;
+            transaction.execute("DELETE FROM assignments", [])?;
+            {
+                let mut insert =
+                    transaction.prepare_cached("INSERT INTO assignments (device_id, contents) VALUES (?1, ?2)")?;
+                for (id, contents) in &assignments {
+                    insert.execute(params![id, encode_contents(contents)])?;
+                }
+            }
+            transaction.commit()?;
+            lock(&inner.placement).assignments = assignments.into_iter().collect();
+            Ok(())
+        })
+        .await
+    }
+
+    async fn assignment(&self, id: &str) -> Result<Option<Vec<ContentId>>, StoreError> {
+        Ok(lock(&self.inner.placement).assignments.get(id).cloned())
+    }
+
+    async fn lead_round(&self, _hold_ms: u64, _now_ms: u64) -> Result<bool, StoreError> {
+        // One SQLite file belongs to one tracker process.
+        Ok(true)
     }
 }
 
