@@ -33,6 +33,7 @@ use crate::tracker_client::{DeviceInfo, Lookup, MAX_LOOKUP_ORIGINS, TrackerClien
 mod args;
 mod check;
 pub mod output;
+mod rate;
 mod report;
 
 pub use args::{FetchArgs, SourceArgs, run_fetch};
@@ -100,6 +101,9 @@ pub struct FetchConfig {
     /// When the manifest describes a video, attach the player model to the download
     /// (`DownloadConfig::video`), so the scheduler sees its play deadlines: someone watches.
     pub play_video: bool,
+    /// Cap on the download rate, bits per second (an edge filling its cache); `None`: as fast
+    /// as congestion control allows.
+    pub rate_limit_bps: Option<u64>,
 }
 
 impl FetchConfig {
@@ -126,6 +130,7 @@ impl FetchConfig {
             max_paths: MAX_PATHS,
             max_consecutive_timeouts: defaults.max_consecutive_timeouts,
             play_video: false,
+            rate_limit_bps: None,
         }
     }
 }
@@ -447,7 +452,13 @@ async fn drive(
         ranges,
         socket: prepared_socket,
     } = prepared;
-    let factory = &*factory;
+    let capped = config
+        .rate_limit_bps
+        .map(|bps| rate::CappedFactory::new(&*factory, bps));
+    let factory: &dyn pcdn_core::cc::ControllerFactory = match &capped {
+        Some(capped) => capped,
+        None => &*factory,
+    };
     let length = manifest.length;
     let packet_size = manifest.packet_size;
     let bind: SocketAddr = if targets.iter().all(|t| t.addr.is_ipv4()) {

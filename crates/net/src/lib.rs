@@ -5,6 +5,7 @@
 //! time in and out of it (docs/net.md).
 
 pub mod add;
+pub mod cache;
 pub mod clock;
 pub mod fetch;
 pub mod metrics;

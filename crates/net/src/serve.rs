@@ -21,6 +21,7 @@ use pcdn_core::{ServerSession, ServerStats};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cache::{Cache, CacheConfig};
 use crate::clock::Clock;
 use crate::metrics::{ReasonLabel, ServerMetrics, ServerSnapshot, reason_name};
 use crate::socket::{RecvBatch, SendBatch, Socket};
@@ -76,6 +77,9 @@ pub struct ServerConfig {
     pub max_sessions_per_source: usize,
     /// Address of the Prometheus endpoint (`GET /metrics`); `None`: none.
     pub metrics_listen: Option<SocketAddr>,
+    /// Make the store a cache filled by the tracker's assignment (`--cache-size`); needs a
+    /// tracker, and an edge.
+    pub cache: Option<CacheConfig>,
 }
 
 impl ServerConfig {
@@ -94,6 +98,7 @@ impl ServerConfig {
             max_sessions: pcdn_core::ServerConfig::default().max_sessions,
             max_sessions_per_source: pcdn_core::ServerConfig::default().max_sessions_per_source,
             metrics_listen: None,
+            cache: None,
         }
     }
 }
@@ -131,6 +136,7 @@ pub struct ServerHandle {
     udp: Option<JoinHandle<std::io::Result<()>>>,
     others: Vec<JoinHandle<()>>,
     metrics_addr: Option<SocketAddr>,
+    cache: Option<Arc<Cache>>,
 }
 
 impl std::fmt::Debug for ServerHandle {
@@ -169,6 +175,11 @@ impl ServerHandle {
 
     pub fn stats(&self) -> ServerSnapshot {
         self.metrics.snapshot()
+    }
+
+    /// The device's cache, with `--cache-size`.
+    pub fn cache(&self) -> Option<&Arc<Cache>> {
+        self.cache.as_ref()
     }
 
     /// Waits until the UDP loop ends by itself, which only a socket error makes it do.
@@ -231,7 +242,24 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         upload_rate: config.upload_limit_bps.map(|bps| (bps / 8).max(1)),
         ..pcdn_core::ServerConfig::default()
     };
-    let session = ServerSession::new(session_config, store.source(DEFAULT_PACKET_SIZE));
+    let source = store.source(DEFAULT_PACKET_SIZE);
+    let cache = match &config.cache {
+        Some(cache_config) => {
+            anyhow::ensure!(
+                config.tracker.is_some(),
+                "--cache-size needs --tracker: the tracker assigns what the cache holds"
+            );
+            anyhow::ensure!(
+                !origin,
+                "--cache-size is for edges: an origin serves its own store, filled with `pcdn add`"
+            );
+            anyhow::ensure!(cache_config.cache_bytes > 0, "--cache-size: expected a positive size");
+            anyhow::ensure!(cache_config.fill_rate_bps > 0, "--fill-rate: expected a positive rate");
+            Some(Cache::open(source.clone(), cache_config.clone())?)
+        }
+        None => None,
+    };
+    let session = ServerSession::new(session_config, source);
     let metrics = Arc::new(ServerMetrics::default());
     let (stop, stopped) = watch::channel(false);
 
@@ -265,6 +293,17 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
             crate::rendezvous::Timings::default(),
         )));
     }
+    if let (Some(cache), Some(settings)) = (&cache, &config.tracker) {
+        let fill_source = crate::cache::fill::FillSource {
+            tracker: settings.url.clone(),
+            tracker_ca: config.tracker_ca.clone(),
+        };
+        others.push(tokio::spawn(crate::cache::fill::run(
+            cache.clone(),
+            fill_source,
+            stopped.clone(),
+        )));
+    }
     if let Some(client) = tracker {
         let registration = Registration {
             id: id.clone(),
@@ -281,6 +320,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
                 metrics: metrics.clone(),
                 grants,
                 reregister,
+                cache: cache.clone(),
             }
             .run(stopped.clone()),
         ));
@@ -307,6 +347,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         udp: Some(udp),
         others,
         metrics_addr,
+        cache,
     })
 }
 
@@ -493,6 +534,8 @@ struct TrackerPresence {
     grants: watch::Sender<crate::rendezvous::GrantUpdate>,
     /// Set by the NAT-traversal task when the tracker no longer knows the device's token.
     reregister: Arc<std::sync::atomic::AtomicBool>,
+    /// With `--cache-size`: its disk figures go into heartbeats, the assignment comes back.
+    cache: Option<Arc<Cache>>,
 }
 
 impl TrackerPresence {
@@ -619,16 +662,25 @@ impl TrackerPresence {
         if tokio::time::Instant::now() >= *next_heartbeat {
             let now = (std::time::Instant::now(), self.metrics.bytes_out.get());
             let seconds = now.0.duration_since(last_beat.0).as_secs_f64().max(1e-3);
+            let disk = self.cache.as_ref().map(|c| c.disk());
             let heartbeat = Heartbeat {
                 sessions: self.metrics.sessions.get().max(0) as u64,
                 upload_bps: ((now.1 - last_beat.1) as f64 * 8.0 / seconds) as u64,
                 healthy: true,
-                cache_bytes: None,
-                free_bytes: None,
+                cache_bytes: disk.map(|d| d.0),
+                free_bytes: disk.map(|d| d.1),
             };
-            if let Err(e) = self.client.heartbeat(id, &heartbeat).await {
-                *registered &= !e.is_not_found();
-                return Err(e.into());
+            match self.client.heartbeat(id, &heartbeat).await {
+                Ok(reply) => {
+                    // No assignment (the tracker places nothing): the cache stays as it is.
+                    if let (Some(cache), Some(assignment)) = (&self.cache, reply.assignment) {
+                        cache.assign(Some(assignment));
+                    }
+                }
+                Err(e) => {
+                    *registered &= !e.is_not_found();
+                    return Err(e.into());
+                }
             }
             *last_beat = now;
             *next_heartbeat = tokio::time::Instant::now() + *heartbeat_every;
@@ -684,6 +736,23 @@ pub struct ServerArgs {
     /// Serve Prometheus metrics on http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Make the store a cache of this many bytes (e.g. 20GB; pinned `pcdn add` contents count
+    /// too) that fills itself with the contents the tracker assigns. Edges only.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, requires = "tracker")]
+    pub cache_size: Option<u64>,
+    /// Cap on the cache's fill downloads, bit/s (e.g. 20mbit).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_arg, requires = "cache_size",
+          default_value_t = CacheConfig::DEFAULT_FILL_RATE_BPS)]
+    pub fill_rate: u64,
+}
+
+/// A size argument in bytes (`20GB`, `500MiB`).
+pub fn parse_size_arg(text: &str) -> Result<u64, String> {
+    match pcdn_sim::units::parse_size(text) {
+        Ok(0) => Err("expected a positive size".to_owned()),
+        Ok(size) => Ok(size),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// An `--advertise` address: an IP literal with its port, or a host name and port resolved now
@@ -756,6 +825,10 @@ impl ServerArgs {
             max_sessions: self.max_sessions,
             max_sessions_per_source: self.max_sessions_per_source,
             metrics_listen: self.metrics_listen,
+            cache: self.cache_size.map(|bytes| CacheConfig {
+                fill_rate_bps: self.fill_rate,
+                ..CacheConfig::new(bytes)
+            }),
         };
         let (id, origin) = identity_of(&config)?;
         (config.id, config.origin) = (id, origin);

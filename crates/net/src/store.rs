@@ -36,6 +36,11 @@ pub const CONTENTS_DIR: &str = "contents";
 const DATA_FILE: &str = "data";
 const MANIFEST_FILE: &str = "manifest";
 const IMPORT_PREFIX: &str = ".import-";
+/// A cache fill in progress (`contents/.fill-<hex id>/data.pcdn-partial`): one name per
+/// content, so a fill stopped by a crash resumes from its verified blocks.
+const FILL_PREFIX: &str = ".fill-";
+/// A content being evicted: renamed away in one step, then deleted.
+const EVICT_PREFIX: &str = ".evict-";
 /// Import directories older than this are a crash's leftovers and are removed on open.
 const STALE_IMPORT_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Bytes read and written per step of an import.
@@ -145,6 +150,76 @@ impl Store {
     /// The data file of content `id`.
     pub fn data_path(&self, id: &ContentId) -> PathBuf {
         self.content_dir(id).join(DATA_FILE)
+    }
+
+    /// The directory a cache fill of content `id` downloads into (never served).
+    pub fn fill_dir(&self, id: &ContentId) -> PathBuf {
+        self.contents.join(format!("{FILL_PREFIX}{}", content_id_hex(id)))
+    }
+
+    /// The length of content `id`'s data file, if the store holds it.
+    pub fn data_length(&self, id: &ContentId) -> Option<u64> {
+        fs::metadata(self.data_path(id)).ok().map(|m| m.len())
+    }
+
+    /// Makes a completed fill a content of the store: `staging` holds its verified `data`;
+    /// `manifest` (the signed manifest's bytes, checked to describe `id`) is written beside it,
+    /// both are synced, and the directory is renamed to the content's in one step, so the
+    /// server never sees a part of it.
+    pub fn install_fill(&self, staging: &Path, id: &ContentId, manifest: &[u8]) -> Result<(), StoreError> {
+        let manifest_path = staging.join(MANIFEST_FILE);
+        let signed = SignedManifest::decode(manifest).map_err(|source| StoreError::Manifest {
+            path: manifest_path.clone(),
+            source,
+        })?;
+        if signed.content_id() != *id {
+            return Err(StoreError::WrongId {
+                path: manifest_path,
+                manifest: content_id_hex(&signed.content_id()),
+                directory: content_id_hex(id),
+            });
+        }
+        let data_path = staging.join(DATA_FILE);
+        File::open(&data_path)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err(&data_path))?;
+        write_synced(&manifest_path, manifest)?;
+        sync_dir(staging)?;
+        let target = self.content_dir(id);
+        match fs::rename(staging, &target) {
+            Ok(()) => sync_dir(&self.contents),
+            Err(_) if target.join(MANIFEST_FILE).is_file() => {
+                let _ = fs::remove_dir_all(staging);
+                Ok(())
+            }
+            Err(e) => Err(io_err(&target)(e)),
+        }
+    }
+
+    /// Removes content `id`: its directory is renamed away in one step (the server stops
+    /// finding it at once) and then deleted.
+    pub fn remove(&self, id: &ContentId) -> Result<(), StoreError> {
+        let dir = self.content_dir(id);
+        let doomed = self.contents.join(format!("{EVICT_PREFIX}{}", random_suffix()));
+        fs::rename(&dir, &doomed).map_err(io_err(&dir))?;
+        sync_dir(&self.contents)?;
+        fs::remove_dir_all(&doomed).map_err(io_err(&doomed))
+    }
+
+    /// The contents whose fill directory exists (a fill in progress or interrupted).
+    pub fn fills(&self) -> Vec<ContentId> {
+        let Ok(entries) = fs::read_dir(&self.contents) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<ContentId> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                parse_content_id(name.to_str()?.strip_prefix(FILL_PREFIX)?).ok()
+            })
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// Imports the file at `path`; see [`Store::add_with_progress`].
@@ -301,6 +376,7 @@ impl Store {
             packet_size,
             open: Arc::new(RwLock::new(IdMap::default())),
             unservable: Arc::new(RwLock::new(IdMap::default())),
+            served: Arc::new(RwLock::new(IdMap::default())),
             warnings: Arc::new(LogLimiter::new(WARN_INTERVAL)),
         }
     }
@@ -374,7 +450,14 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 fn remove_stale_imports(contents: &Path) {
     let Ok(entries) = fs::read_dir(contents) else { return };
     for entry in entries.flatten() {
-        let stale = entry.file_name().to_string_lossy().starts_with(IMPORT_PREFIX)
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // An eviction interrupted by a crash: the content was gone from the store already.
+        if name.starts_with(EVICT_PREFIX) {
+            let _ = fs::remove_dir_all(entry.path());
+            continue;
+        }
+        let stale = name.starts_with(IMPORT_PREFIX)
             && entry
                 .metadata()
                 .and_then(|m| m.modified())
@@ -442,6 +525,9 @@ pub struct StoreSource {
     open: Arc<RwLock<IdMap<Arc<Opened>>>>,
     /// Contents found unservable, and when; looked at again after [`RETRY_UNSERVABLE`].
     unservable: Arc<RwLock<IdMap<std::time::Instant>>>,
+    /// When each content was last asked for (a HELLO), for a cache's least-recently-served
+    /// eviction.
+    served: Arc<RwLock<IdMap<SystemTime>>>,
     warnings: Arc<LogLimiter>,
 }
 
@@ -457,6 +543,19 @@ impl std::fmt::Debug for StoreSource {
 impl StoreSource {
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// When each content was last asked for since the server started.
+    pub fn last_served(&self) -> Vec<(ContentId, SystemTime)> {
+        let served = self.served.read().expect("store map lock");
+        served.iter().map(|(id, at)| (*id, *at)).collect()
+    }
+
+    /// Closes content `id` (removed from the store): its sessions get no more bytes and its
+    /// file's disk space is freed.
+    pub fn forget(&self, id: &ContentId) {
+        self.open.write().expect("store map lock").remove(id);
+        self.served.write().expect("store map lock").remove(id);
     }
 
     fn get(&self, id: &ContentId) -> Option<Arc<Opened>> {
@@ -552,7 +651,13 @@ impl StoreSource {
 
 impl ContentSource for StoreSource {
     fn info(&self, id: &ContentId) -> Option<ContentInfo> {
-        self.get(id).map(|m| ContentInfo { length: m.length })
+        let opened = self.get(id)?;
+        // Once per HELLO, not per packet: a lock per session start costs nothing measurable.
+        self.served
+            .write()
+            .expect("store map lock")
+            .insert(*id, SystemTime::now());
+        Some(ContentInfo { length: opened.length })
     }
 
     fn read(&self, id: &ContentId, offset: u64, buf: &mut [u8]) -> bool {
