@@ -12,8 +12,10 @@
 //! and link draws come from generators derived from the seed alone.
 
 pub(crate) mod draw;
+mod placement;
 mod world;
 
+pub use placement::PlacementSpec;
 pub use world::{FleetWorld, run};
 
 use crate::link::LinkConfig;
@@ -30,6 +32,8 @@ pub struct DeviceSpec {
     pub downlink: LinkConfig,
     /// Indices into [`FleetSpec::videos`] the device holds from the start.
     pub holds: Vec<usize>,
+    /// Bytes of videos the placement may put on it (`pcdn serve --cache-size`).
+    pub cache_bytes: u64,
     /// The device fails at this time and never comes back (its queued requests are lost).
     pub fail_at: Option<Duration>,
 }
@@ -70,6 +74,8 @@ pub struct FleetSpec {
     pub reorder_buffer: u64,
     /// Virtual-time limit of the run; viewers still watching then are counted as they are.
     pub duration: Duration,
+    /// How videos get onto the edges.
+    pub placement: PlacementSpec,
 }
 
 /// What one viewer saw.
@@ -104,6 +110,8 @@ pub struct FleetOutcome {
     pub origin_window_bytes: Vec<u64>,
     /// Mean upload in use ÷ upload capacity over the devices' time alive.
     pub edge_utilization: f64,
+    /// Payload bytes the devices received to fill their caches.
+    pub fill_bytes: u64,
     /// Virtual time when the run stopped, in seconds.
     pub end_s: f64,
 }
@@ -203,6 +211,8 @@ pub enum FleetError {
     },
     #[error("viewer {index}: the download cannot be set up: {reason}")]
     Download { index: usize, reason: String },
+    #[error("placement: {0}")]
+    Placement(String),
     #[error("viewers.watch must be two fractions 0 < a <= b <= 1, got {0:?}")]
     Watch((f64, f64)),
 }

@@ -29,6 +29,7 @@ fn fleet(viewers: usize, devices: usize, holds: bool) -> FleetSpec {
                 uplink: LinkConfig::fixed(4_000_000, ms(10 + 5 * i as u64)).with_queue(queue),
                 downlink: LinkConfig::fixed(50_000_000, ms(10 + 5 * i as u64)).with_queue(queue),
                 holds: if holds { vec![0, 1, 2] } else { Vec::new() },
+                cache_bytes: 2_000_000,
                 fail_at: None,
             })
             .collect(),
@@ -37,6 +38,7 @@ fn fleet(viewers: usize, devices: usize, holds: bool) -> FleetSpec {
         packet_size: 1200,
         reorder_buffer: 4_000_000,
         duration: Duration::from_secs(120),
+        placement: PlacementSpec::named("none"),
     }
 }
 
@@ -121,4 +123,34 @@ fn quantiles_are_nearest_rank() {
     assert_eq!(quantile(&mut v, 0.5), Some(3.0));
     assert_eq!(quantile(&mut v, 0.95), Some(5.0));
     assert_eq!(quantile(&mut [], 0.5), None);
+}
+
+#[test]
+fn popularity_placement_fills_empty_edges_over_their_links_and_takes_load_off_the_cdn() {
+    let mut spec = fleet(24, 3, false);
+    spec.viewers.arrival_window = Duration::from_secs(60);
+    spec.duration = Duration::from_secs(150);
+    let none = run(&spec, "weave", "cubic", 7).unwrap();
+    assert_eq!(none.cdn_share(), 1.0);
+    spec.placement = PlacementSpec {
+        interval: Duration::from_secs(5),
+        ..PlacementSpec::named("popularity")
+    };
+    let placed = run(&spec, "weave", "cubic", 7).unwrap();
+    assert!(placed.fill_bytes >= video().total_bytes(), "{}", placed.fill_bytes);
+    assert!(placed.device_bytes.iter().any(|&b| b > 0), "{:?}", placed.device_bytes);
+    assert!(placed.cdn_share() < 1.0, "{}", placed.cdn_share());
+    assert!(placed.viewers.iter().all(|v| v.finished));
+    // Same seed, same run, rounds and fills included.
+    let again = run(&spec, "weave", "cubic", 7).unwrap();
+    assert_eq!(placed.viewers, again.viewers);
+    assert_eq!(placed.fill_bytes, again.fill_bytes);
+}
+
+#[test]
+fn an_unknown_placement_is_refused() {
+    let mut spec = fleet(1, 1, false);
+    spec.placement = PlacementSpec::named("everywhere");
+    let e = run(&spec, "weave", "cubic", 1).unwrap_err().to_string();
+    assert!(e.contains("everywhere") && e.contains("popularity"), "{e}");
 }

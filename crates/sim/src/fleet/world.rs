@@ -6,6 +6,7 @@
 //! all its servers share. A viewer–server pair is two routes over those links.
 
 use super::draw::{self, Arrival};
+use super::placement::{self, Demand, DeviceState};
 use super::{BILLING_WINDOW, FleetError, FleetOutcome, FleetSpec, ViewerRecord};
 use crate::link::{LinkConfig, Packet};
 use crate::network::{LinkId, Network, RouteId};
@@ -15,7 +16,9 @@ use pcdn_core::player::PlayerConfig;
 use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
 use pcdn_core::time::{Duration, Instant};
 use pcdn_core::{Download, PathId, ServerInfo, cc, scheduler, wire};
+use pcdn_placement::{Assignment, Policy};
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 use std::collections::BinaryHeap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -47,17 +50,22 @@ impl ContentSource for Shelf {
 /// Tags the content ids of the fleet's videos, so that no other id reads as one.
 const VIDEO_ID_TAG: [u8; 8] = *b"pcdnflt1";
 
-fn content_id(video: usize) -> wire::ContentId {
+pub(super) fn content_id(video: usize) -> wire::ContentId {
     let mut id = [0u8; 32];
     id[..8].copy_from_slice(&VIDEO_ID_TAG);
     id[8..16].copy_from_slice(&(video as u64).to_be_bytes());
     wire::ContentId(id)
 }
 
-fn video_of(id: &wire::ContentId) -> Option<usize> {
+pub(super) fn video_of(id: &wire::ContentId) -> Option<usize> {
     (id.0[..8] == VIDEO_ID_TAG && id.0[16..].iter().all(|&b| b == 0))
         .then(|| usize::try_from(u64::from_be_bytes(id.0[8..16].try_into().expect("8 bytes"))).ok())
         .flatten()
+}
+
+/// The videos on a shelf.
+fn held_videos(shelf: &Shelf) -> BTreeSet<usize> {
+    (0..shelf.held.len()).filter(|&v| shelf.held[v]).collect()
 }
 
 /// Viewer `index`'s address: one per viewer, so each is its own source to the servers.
@@ -107,11 +115,20 @@ struct ViewerPath {
     up: RouteId,
 }
 
-/// A viewer while it watches.
+/// Who a client node is.
+#[derive(Clone, Copy, Debug)]
+enum Client {
+    /// A viewer who watches this much of its video, then leaves.
+    Viewer { watch: Duration },
+    /// A device (server index) filling its cache.
+    Fill { device: usize },
+}
+
+/// A client while it downloads: a viewer watching, or a device filling its cache.
 struct ViewerNode {
     video: usize,
     arrived: Instant,
-    watch: Duration,
+    client: Client,
     bitrate: u64,
     download: Download,
     paths: Vec<ViewerPath>,
@@ -128,6 +145,8 @@ enum Timer {
     Server(usize),
     /// The device fails for good.
     Failure(usize),
+    /// The next placement round.
+    Placement,
 }
 
 /// Where a route ends.
@@ -156,6 +175,14 @@ pub struct FleetWorld {
     /// stale and skipped (a node's timer is the one in its node, `None` once popped).
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     records: Vec<ViewerRecord>,
+    /// The placement engine's policy, when rounds run.
+    engine: Option<Box<dyn Policy>>,
+    demand: Demand,
+    assignment: Assignment,
+    /// Videos each device (by device index) is filling now.
+    filling: Vec<BTreeSet<usize>>,
+    /// Payload bytes the devices received to fill their caches.
+    fill_bytes: u64,
     network: Network<Datagram>,
     endpoints: Vec<Endpoint>,
     origin_windows: Vec<u64>,
@@ -258,11 +285,15 @@ impl FleetWorld {
             })
             .collect();
         let arrivals = draw::arrivals(&spec.viewers, spec.videos.len(), seed);
-        let timers = servers
+        let engine = spec.placement.engine().map_err(FleetError::Placement)?;
+        let mut timers: BinaryHeap<_> = servers
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.fail_at.map(|t| Reverse((t, Timer::Failure(i)))))
             .collect();
+        if engine.is_some() {
+            timers.push(Reverse((Instant::ZERO + spec.placement.interval, Timer::Placement)));
+        }
         Ok(FleetWorld {
             spec: spec.clone(),
             scheduler: scheduler_name.to_owned(),
@@ -277,6 +308,11 @@ impl FleetWorld {
             dirty_servers: Vec::new(),
             timers,
             records: Vec::new(),
+            engine,
+            demand: Demand::new(spec.videos.len(), spec.placement.half_life),
+            assignment: Assignment::new(),
+            filling: vec![BTreeSet::new(); spec.devices.len()],
+            fill_bytes: 0,
             network,
             endpoints: Vec::new(),
             origin_windows: Vec::new(),
@@ -334,6 +370,7 @@ impl FleetWorld {
             device_bytes: self.servers[1..].iter().map(|s| s.bytes_sent).collect(),
             origin_window_bytes: self.origin_windows,
             edge_utilization: if capacity > 0.0 { used / capacity } else { 0.0 },
+            fill_bytes: self.fill_bytes,
             end_s,
         })
     }
@@ -360,6 +397,7 @@ impl FleetWorld {
             Timer::Viewer(v) => self.viewers[v].as_ref().is_some_and(|n| n.timer == Some(t)),
             Timer::Server(i) => self.servers[i].timer == Some(t),
             Timer::Failure(i) => self.servers[i].session.is_some(),
+            Timer::Placement => true,
         }
     }
 
@@ -398,6 +436,7 @@ impl FleetWorld {
                     server.session = None;
                     server.timer = None;
                 }
+                Timer::Placement => self.place()?,
             }
         }
         Ok(())
@@ -423,28 +462,7 @@ impl FleetWorld {
     /// Viewer `index` arrives: it looks its video up and opens a path to each server listed.
     fn arrive(&mut self, index: usize) -> Result<(), FleetError> {
         let arrival = self.arrivals[index];
-        let now = self.now;
-        let video = &self.spec.videos[arrival.video];
-        let bitrate = video.bitrate_bps;
-        let player = PlayerConfig {
-            spec: video.clone(),
-            jump_to_cdn: None,
-        };
-        let viewer_seed = draw::stream_seed(self.seed, &format!("viewer {index}"));
-        let config = download_config(
-            content_id(arrival.video),
-            video.total_bytes(),
-            self.spec.packet_size,
-            None,
-            self.spec.reorder_buffer,
-            viewer_seed,
-            Some(&player),
-        );
-        let sched = scheduler::by_name(&self.scheduler, viewer_seed).expect("checked in FleetWorld::new");
-        let mut download = Download::new(config, sched).map_err(|e| FleetError::Download {
-            index,
-            reason: e.to_string(),
-        })?;
+        self.demand.record(arrival.video, self.now);
         let link_error = |source| FleetError::Link {
             what: format!("viewer {index}"),
             source,
@@ -457,14 +475,73 @@ impl FleetWorld {
             .network
             .add_link(&self.spec.viewers.access_up)
             .map_err(link_error)?;
+        let sources = self.lookup(arrival.video, None);
+        let watch = self.spec.videos[arrival.video].duration.mul_f64(arrival.watch);
+        self.connect(
+            index,
+            arrival.video,
+            sources,
+            access_down,
+            &[access_up],
+            Client::Viewer { watch },
+        )
+    }
+
+    /// Device `device` starts filling its cache with `video`, from the servers a lookup lists
+    /// (as `pcdn serve --cache-size` does), over its own downstream line.
+    fn start_fill(&mut self, device: usize, video: usize) -> Result<(), FleetError> {
+        let index = self.viewers.len();
+        self.viewers.push(None);
+        self.filling[device - 1].insert(video);
+        let sources = self.lookup(video, Some(device));
+        let down = self.servers[device].down;
+        self.connect(index, video, sources, down, &[], Client::Fill { device })
+    }
+
+    /// Opens client `index`'s download of `video` with a path to each of `sources`: data
+    /// through `access_down`, requests through `access_up` (when the client has such a link).
+    fn connect(
+        &mut self,
+        index: usize,
+        video: usize,
+        sources: Vec<usize>,
+        access_down: LinkId,
+        access_up: &[LinkId],
+        client: Client,
+    ) -> Result<(), FleetError> {
+        let now = self.now;
+        let spec = &self.spec.videos[video];
+        let bitrate = spec.bitrate_bps;
+        let player = matches!(client, Client::Viewer { .. }).then(|| PlayerConfig {
+            spec: spec.clone(),
+            jump_to_cdn: None,
+        });
+        let seed = draw::stream_seed(self.seed, &format!("client {index}"));
+        let config = download_config(
+            content_id(video),
+            spec.total_bytes(),
+            self.spec.packet_size,
+            None,
+            self.spec.reorder_buffer,
+            seed,
+            player.as_ref(),
+        );
+        let sched = scheduler::by_name(&self.scheduler, seed).expect("checked in FleetWorld::new");
+        let mut download = Download::new(config, sched).map_err(|e| FleetError::Download {
+            index,
+            reason: e.to_string(),
+        })?;
         let mut paths = Vec::new();
-        for server in self.lookup(arrival.video) {
+        for server in sources {
             let node = &mut self.servers[server];
-            node.load_bps += bitrate;
+            if matches!(client, Client::Viewer { .. }) {
+                node.load_bps += bitrate;
+            }
             let cc = self.cc.build(now, u64::from(self.spec.packet_size));
             let path = download.add_path(now, node.info.clone(), cc);
             let down = self.network.add_route(&[node.up, access_down]);
-            let up = self.network.add_route(&[access_up, node.down]);
+            let up_links: Vec<LinkId> = access_up.iter().copied().chain([node.down]).collect();
+            let up = self.network.add_route(&up_links);
             self.endpoints.resize(
                 self.endpoints.len().max(down.0.max(up.0) as usize + 1),
                 Endpoint::Server { server, viewer: index },
@@ -474,9 +551,9 @@ impl FleetWorld {
             paths.push(ViewerPath { path, server, down, up });
         }
         self.viewers[index] = Some(ViewerNode {
-            video: arrival.video,
+            video,
             arrived: now,
-            watch: video.duration.mul_f64(arrival.watch),
+            client,
             bitrate,
             download,
             paths,
@@ -489,11 +566,75 @@ impl FleetWorld {
         Ok(())
     }
 
+    /// A placement round: the engine assigns videos to devices; each live device evicts what
+    /// it is no longer assigned and starts filling what it lacks.
+    fn place(&mut self) -> Result<(), FleetError> {
+        let Some(engine) = self.engine.as_deref() else {
+            return Ok(());
+        };
+        let devices: Vec<DeviceState<'_>> = self.servers[1..]
+            .iter()
+            .zip(&self.spec.devices)
+            .map(|(s, d)| DeviceState {
+                name: &d.name,
+                upload_bps: s.upload_bps as u64,
+                load_bps: s.load_bps,
+                cache_bytes: d.cache_bytes,
+                alive: s.session.is_some(),
+                holds: s
+                    .session
+                    .as_ref()
+                    .map(|session| held_videos(session.source()))
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let sizes: Vec<(u64, u64)> = self
+            .spec
+            .videos
+            .iter()
+            .map(|v| (v.total_bytes(), v.bitrate_bps))
+            .collect();
+        let (assignment, targets) = placement::round(
+            engine,
+            &self.spec.placement,
+            &devices,
+            &sizes,
+            &self.demand,
+            &self.assignment,
+            self.now,
+        );
+        drop(devices);
+        self.assignment = assignment;
+        for (d, target) in targets.into_iter().enumerate() {
+            let device = d + 1;
+            let Some(session) = self.servers[device].session.as_mut() else {
+                continue;
+            };
+            let shelf = session.source_mut();
+            for video in 0..shelf.held.len() {
+                if shelf.held[video] && !target.contains(&video) {
+                    shelf.held[video] = false;
+                }
+            }
+            let missing: Vec<usize> = target
+                .into_iter()
+                .filter(|&v| !shelf.held[v] && !self.filling[d].contains(&v))
+                .collect();
+            for video in missing {
+                self.start_fill(device, video)?;
+            }
+        }
+        self.timers
+            .push(Reverse((self.now + self.spec.placement.interval, Timer::Placement)));
+        Ok(())
+    }
+
     /// The servers a lookup of `video` lists: up to `edges_per_viewer` live edges that hold it,
-    /// most free upload first (as the tracker ranks them; ties by position), then the origin.
-    fn lookup(&self, video: usize) -> Vec<usize> {
+    /// most free upload first (as the tracker ranks them; ties by position), then the origin;
+    /// a device asking for itself is left out.
+    fn lookup(&self, video: usize, asking: Option<usize>) -> Vec<usize> {
         let mut edges: Vec<usize> = (1..self.servers.len())
-            .filter(|&i| self.servers[i].session.as_ref().is_some_and(|s| s.source().held[video]))
+            .filter(|&i| Some(i) != asking && self.servers[i].session.as_ref().is_some_and(|s| s.source().held[video]))
             .collect();
         let free = |i: usize| self.servers[i].upload_bps - self.servers[i].load_bps as f64;
         edges.sort_by(|&a, &b| free(b).total_cmp(&free(a)).then(a.cmp(&b)));
@@ -508,6 +649,16 @@ impl FleetWorld {
             return;
         };
         self.active.retain(|&v| v != index);
+        let stats = viewer.download.stats();
+        if let Client::Fill { device } = viewer.client {
+            self.fill_bytes += stats.bytes_received;
+            self.filling[device - 1].remove(&viewer.video);
+            // Complete and verified: the device announces it, and lookups list it from now on.
+            if finished && let Some(session) = self.servers[device].session.as_mut() {
+                session.source_mut().held[viewer.video] = true;
+            }
+            return;
+        }
         viewer.download.advance_player(self.now);
         for p in &viewer.paths {
             let node = &mut self.servers[p.server];
@@ -540,16 +691,19 @@ impl FleetWorld {
         let Some(viewer) = self.viewers[index].as_mut() else {
             return false;
         };
+        let Client::Viewer { watch } = viewer.client else {
+            return viewer.download.is_done();
+        };
         viewer.download.advance_player(now);
         let Some(player) = viewer.download.player() else {
             return viewer.download.is_done();
         };
         let position = player.position(now);
-        if position >= viewer.watch {
+        if position >= watch {
             return true;
         }
         if viewer.download.is_done() && viewer.leave_at.is_none() {
-            viewer.leave_at = Some(now + (viewer.watch - position));
+            viewer.leave_at = Some(now + (watch - position));
         }
         false
     }

@@ -10,12 +10,13 @@ use serde::Deserialize;
 
 use super::tree::Tree;
 use super::{Ctx, RawClient, ScenarioError, default_duration, default_repeat, default_seed};
-use crate::fleet::{DeviceSpec, FleetSpec, ViewerSpec, draw};
+use crate::fleet::{DeviceSpec, FleetSpec, PlacementSpec, ViewerSpec, draw};
 use crate::link::{LinkConfig, Loss, QueueLimit};
 use crate::units;
 use pcdn_core::player::VideoSpec;
 
-/// How the edges get their videos.
+/// How the edges get their videos: the placement engine's policies (the tracker's
+/// `--placement`), and `top`.
 pub const PLACEMENTS: &[(&str, &str)] = &[
     (
         "none",
@@ -24,6 +25,14 @@ pub const PLACEMENTS: &[(&str, &str)] = &[
     (
         "top",
         "every device holds the `device_videos` most popular videos from the start",
+    ),
+    (
+        "popularity",
+        "placement rounds put replicas where demand is; edges fill over their links",
+    ),
+    (
+        "on-miss",
+        "a looked-up video too few devices hold goes to the least loaded devices",
     ),
 ];
 
@@ -105,7 +114,9 @@ impl FleetScenario {
                 if loss > 0.0 {
                     uplink.loss = Loss::Bernoulli(loss);
                 }
+                let cache_bytes = f.device_cache.sample(&mut rng).max(0.0) as u64;
                 DeviceSpec {
+                    cache_bytes,
                     name: format!("edge{i}"),
                     uplink,
                     downlink: LinkConfig::fixed(f.access_up_rate.max(1_000_000), delay).with_queue(queue),
@@ -131,6 +142,12 @@ impl FleetScenario {
             packet_size: f.packet_size,
             reorder_buffer: self.reorder_buffer,
             duration: self.duration,
+            placement: PlacementSpec {
+                interval: f.placement_interval,
+                half_life: f.popularity_half_life,
+                top_videos: f.device_videos,
+                ..PlacementSpec::named(placement)
+            },
         }
     }
 }
@@ -155,6 +172,9 @@ struct Fleet {
     device_loss: Dist,
     device_uptime: Option<Dist>,
     device_videos: usize,
+    device_cache: Dist,
+    placement_interval: Duration,
+    popularity_half_life: Duration,
     origin_rate: u64,
     origin_delay: Duration,
     packet_size: u32,
@@ -230,6 +250,12 @@ struct RawFleet {
     device_uptime: Option<RawDist>,
     #[serde(default)]
     device_videos: usize,
+    #[serde(default = "default_device_cache")]
+    device_cache: RawDist,
+    #[serde(default = "default_placement_interval", deserialize_with = "units::de::duration")]
+    placement_interval: Duration,
+    #[serde(default = "default_half_life", deserialize_with = "units::de::duration")]
+    popularity_half_life: Duration,
     #[serde(default = "default_origin_rate", deserialize_with = "units::de::rate")]
     origin_rate: u64,
     #[serde(default = "default_origin_delay", deserialize_with = "units::de::duration")]
@@ -272,6 +298,15 @@ fn default_device_delay() -> RawDist {
 }
 fn default_device_loss() -> RawDist {
     RawDist::Fixed(Scalar::Number(0.0))
+}
+fn default_device_cache() -> RawDist {
+    RawDist::Fixed(Scalar::Text("2GB".into()))
+}
+fn default_placement_interval() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_half_life() -> Duration {
+    Duration::from_secs(600)
 }
 fn default_origin_rate() -> u64 {
     1_000_000_000
@@ -321,6 +356,7 @@ struct RawZipf {
 enum Unit {
     Rate,
     Duration,
+    Size,
     Number,
 }
 
@@ -347,6 +383,14 @@ impl Ctx<'_> {
                     format!("unknown placement {p:?}: expected one of {}", known.join(", ")),
                 ));
             }
+        }
+        if f.placement_interval.is_zero() || f.popularity_half_life.is_zero() {
+            let key = if f.placement_interval.is_zero() {
+                "fleet.placement_interval"
+            } else {
+                "fleet.popularity_half_life"
+            };
+            return Err(err(key, "expected a positive duration such as \"10s\"".into()));
         }
         if f.placement.is_empty() {
             return Err(err("fleet.placement", "expected at least one placement policy".into()));
@@ -412,6 +456,9 @@ impl Ctx<'_> {
                 None => None,
             },
             device_videos: f.device_videos,
+            device_cache: dist("fleet.device_cache", &f.device_cache, Unit::Size)?,
+            placement_interval: f.placement_interval,
+            popularity_half_life: f.popularity_half_life,
             origin_rate: f.origin_rate,
             origin_delay: f.origin_delay,
             packet_size: f.packet_size,
@@ -450,6 +497,8 @@ impl Ctx<'_> {
                 (Unit::Duration, Scalar::Text(t)) => units::parse_duration(t)
                     .map(|d| d.as_secs_f64())
                     .map_err(|e| e.to_string()),
+                (Unit::Size, Scalar::Text(t)) => units::parse_size(t).map(|v| v as f64).map_err(|e| e.to_string()),
+                (Unit::Size, Scalar::Number(_)) => Err("expected a size such as \"2GB\"".to_owned()),
                 (Unit::Number, Scalar::Number(n)) if n.is_finite() && *n >= 0.0 => Ok(*n),
                 (Unit::Number, _) => Err("expected a number >= 0".to_owned()),
                 (Unit::Rate, Scalar::Number(_)) => Err("expected a rate such as \"10mbit\"".to_owned()),

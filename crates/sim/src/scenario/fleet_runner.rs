@@ -32,7 +32,7 @@ pub struct FleetRow {
     pub waste: f64,
     /// Upload the devices used ÷ their capacity while alive.
     pub edge_utilization: f64,
-    /// Bytes moved to fill edge caches (placement `none` and `top` move none).
+    /// Bytes moved to fill edge caches, per run (placements `none` and `top` move none).
     pub fill_bytes: u64,
     /// With `--runs`: each run's seed and its viewers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -145,6 +145,7 @@ impl FleetScenario {
             row.jump_to_cdn_rate += outcome.jump_to_cdn_rate();
             row.waste += outcome.waste();
             row.edge_utilization += outcome.edge_utilization;
+            row.fill_bytes += outcome.fill_bytes;
             row.runs.push(record);
         }
         for row in &mut rows {
@@ -162,6 +163,7 @@ impl FleetScenario {
             ] {
                 *v /= n;
             }
+            row.fill_bytes /= row.runs.len().max(1) as u64;
         }
         Ok(rows)
     }
