@@ -1,5 +1,6 @@
 //! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
 
+mod fleet;
 mod soak;
 mod video;
 
@@ -26,6 +27,9 @@ enum Target {
     /// The delivery stack under every flood of issue 40: legitimate fetches' times against a
     /// quiet run, each process's memory and descriptors, every file byte-identical.
     Soak(soak::SoakArgs),
+    /// The fleet simulator on one core: wall and CPU time and peak memory for a fleet of
+    /// viewers, devices and videos (`pcdn sim` on a `[fleet]` file runs the same code).
+    Fleet(fleet::FleetArgs),
 }
 
 #[derive(Args, Debug)]
@@ -63,6 +67,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Core(args) => core(&args),
         Target::Video(args) => video::run(args),
         Target::Soak(args) => soak::run(args),
+        Target::Fleet(args) => fleet::run(args),
     }
 }
 
