@@ -230,3 +230,63 @@ async fn metrics_export_only_the_top_ten_contents() {
     );
     tracker.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn on_miss_gives_a_looked_up_content_to_the_least_loaded_caches() {
+    let tracker = start_placing(StoreUrl::SqliteMemory, "on-miss").await;
+    let api = Api::new(tracker.local_addr());
+    let contents = publish(&api, 1).await;
+    // Upload in use: edge-1 9 of 10 Mbit/s, edge-2 1, edge-3 2.
+    for (id, upload) in [("edge-1", 9_000_000u64), ("edge-2", 1_000_000), ("edge-3", 2_000_000)] {
+        api.register(id, "127.0.0.1:7901", 10_000_000).await.expect(200);
+        let body = json!({"sessions": 1, "upload_bps": upload, "healthy": true, "cache_bytes": 1_000_000});
+        api.call(Method::POST, &format!("/v1/devices/{id}/heartbeat"), Some(body))
+            .await
+            .expect(200);
+    }
+    api.lookup(&contents[0], None).await;
+    let assignment = |id: &'static str| {
+        let api = &api;
+        async move {
+            let body = json!({"sessions": 1, "upload_bps": 0, "healthy": true, "cache_bytes": 1_000_000});
+            api.call(Method::POST, &format!("/v1/devices/{id}/heartbeat"), Some(body))
+                .await
+                .expect(200)
+                .json()["assignment"]
+                .clone()
+        }
+    };
+    wait_until(Duration::from_secs(20), "edge-2's assignment", || async {
+        assignment("edge-2").await == json!([contents[0].clone()])
+    })
+    .await;
+    // The reported loads above decided: the heartbeats of this test report 0 only after the
+    // round that placed the content, and a round keeps a placed content where it is.
+    assert_eq!(assignment("edge-3").await, json!([contents[0].clone()]));
+    assert_eq!(assignment("edge-1").await, json!([]));
+    tracker.stop().await.unwrap();
+}
+
+async fn counts_are_bounded(store: StoreUrl) {
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, operator().public());
+    config.rate_limits = pcdn_tracker::RateLimits::OFF;
+    config.limits.max_tracked_contents = 3;
+    let tracker = bind(config).await.unwrap();
+    let api = Api::new(tracker.local_addr());
+    // Contents 1..=5 looked up 1..=5 times, one content per flush.
+    for seed in 1..=5u8 {
+        for _ in 0..seed {
+            api.lookup(&cid(seed), None).await;
+        }
+        popular(&api, 1).await;
+    }
+    assert_eq!(listed(&popular(&api, 100).await), [cid(5), cid(4), cid(3)]);
+    tracker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_least_looked_up_beyond_the_bound_are_forgotten() {
+    counts_are_bounded(StoreUrl::SqliteMemory).await;
+    let redis = RedisServer::start();
+    counts_are_bounded(redis.url().parse().unwrap()).await;
+}
