@@ -283,6 +283,44 @@ mod tests {
     }
 
     #[test]
+    fn placement_flags() {
+        let parse = |extra: &[&str]| {
+            let argv = ["tracker", "--operator-key", "operator.pub"].iter().chain(extra);
+            Command::try_parse_from(argv).map(|command| command.args)
+        };
+        let args = parse(&[]).unwrap();
+        assert_eq!(
+            (
+                args.placement.as_str(),
+                args.placement_interval,
+                args.popularity_half_life
+            ),
+            ("none", 10, 600)
+        );
+        let args = parse(&[
+            "--placement",
+            "on-miss",
+            "--placement-interval",
+            "3",
+            "--popularity-half-life",
+            "60",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                args.placement.as_str(),
+                args.placement_interval,
+                args.popularity_half_life
+            ),
+            ("on-miss", 3, 60)
+        );
+        let error = parse(&["--placement", "random"]).unwrap_err().to_string();
+        assert!(error.contains("popularity") && error.contains("on-miss"), "{error}");
+        assert!(parse(&["--placement-interval", "0"]).is_err());
+        assert!(parse(&["--popularity-half-life", "0"]).is_err());
+    }
+
+    #[test]
     fn store_urls() {
         assert_eq!("sqlite::memory:".parse::<StoreUrl>().unwrap(), StoreUrl::SqliteMemory);
         assert_eq!(
