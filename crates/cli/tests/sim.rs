@@ -404,5 +404,19 @@ device_videos = 2
         } else {
             assert!(share < 1.0, "{row}");
         }
+        assert!(!row["timeline"].as_array().unwrap().is_empty(), "{row}");
+    }
+    // The charts over time, one file per metric.
+    let charts = dir.path().join("charts");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pcdn"))
+        .args(["sim", "--threads", "2", "--plot"])
+        .arg(&charts)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for png in ["cdn-share.png", "edge-utilization.png", "stalled-viewers.png"] {
+        let bytes = std::fs::read(charts.join(png)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{png}");
     }
 }

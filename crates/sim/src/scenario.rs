@@ -29,7 +29,7 @@ use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
 pub use fleet::{FleetRun, FleetScenario, PLACEMENTS};
-pub use fleet_runner::{FleetRow, FleetRunRecord, ViewerRecordRow};
+pub use fleet_runner::{FleetRow, FleetRunRecord, TimelineRow, ViewerRecordRow};
 pub use paired::{Paired, paired};
 pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
 use tree::Tree;

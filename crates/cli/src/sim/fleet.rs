@@ -9,7 +9,6 @@ use super::{Column, SimArgs, column_of as column, render};
 pub(super) fn run(args: &SimArgs, mut scenario: FleetScenario) -> anyhow::Result<()> {
     for (flag, given) in [
         ("--against", args.against.is_some()),
-        ("--plot", args.plot.is_some()),
         ("--point", !args.points.is_empty()),
     ] {
         if given {
@@ -47,6 +46,11 @@ pub(super) fn run(args: &SimArgs, mut scenario: FleetScenario) -> anyhow::Result
         println!("{}", serde_json::to_string_pretty(&rows).context("rows as JSON")?);
     } else {
         print!("{}", table(&scenario, &rows));
+    }
+    if let Some(dir) = &args.plot {
+        for file in super::plot::write_fleet_charts(&scenario.name, &rows, dir)? {
+            eprintln!("wrote {}", file.display());
+        }
     }
     Ok(())
 }

@@ -1,11 +1,11 @@
-//! PNG charts of a sweep: one chart per metric, x = the swept value, one line per scheduler ×
-//! congestion control. Text uses DejaVu Sans embedded in the binary, so no system font is needed.
+//! PNG charts of a sweep (one chart per metric, x = the swept value, one line per scheduler ×
+//! congestion control) and of fleets over time (one line per placement × scheduler × control). Text uses DejaVu Sans embedded in the binary, so no system font is needed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use anyhow::{Context, anyhow};
-use pcdn_sim::scenario::{FullRow, Scenario};
+use pcdn_sim::scenario::{FleetRow, FullRow, Scenario};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -222,7 +222,12 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
                 (name.as_str(), *style, points)
             })
             .collect();
-        draw(&path, scenario, key, &axis, metric, &lines)
+        let x_desc = match &axis {
+            Axis::Numeric { unit, .. } if !unit.is_empty() => format!("{key} ({unit})"),
+            _ => key.to_owned(),
+        };
+        let caption = format!("{}: {}", scenario.name, metric.title);
+        draw(&path, &caption, &x_desc, &axis, metric.title, &lines)
             .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))?;
         written.push(path);
     }
@@ -276,10 +281,10 @@ where
 
 fn draw(
     path: &Path,
-    scenario: &Scenario,
-    key: &str,
+    caption: &str,
+    x_desc: &str,
     axis: &Axis,
-    metric: &Metric,
+    y_desc: &str,
     lines: &[Line<'_>],
 ) -> Result<(), Box<dyn std::error::Error>> {
     // The legend gets its own panel right of the plot, as tall as its lines need, so it
@@ -293,12 +298,8 @@ fn draw(
         .flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y))
         .fold(0.0, f64::max);
     let y_top = if y_max > 0.0 { y_max * 1.05 } else { 1.0 };
-    let x_desc = match axis {
-        Axis::Numeric { unit, .. } if !unit.is_empty() => format!("{key} ({unit})"),
-        _ => key.to_owned(),
-    };
     let mut chart = ChartBuilder::on(&plot)
-        .caption(format!("{}: {}", scenario.name, metric.title), ("sans-serif", 24))
+        .caption(caption, ("sans-serif", 24))
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(70)
@@ -322,7 +323,7 @@ fn draw(
     mesh.x_desc(x_desc)
         .bold_line_style(BLACK.mix(0.15))
         .light_line_style(BLACK.mix(0.04))
-        .y_desc(metric.title)
+        .y_desc(y_desc)
         .x_label_formatter(&x_format)
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 17));
@@ -346,4 +347,62 @@ fn draw(
     }
     root.present()?;
     Ok(())
+}
+
+/// A fleet's charts over time: CDN share, edge utilization and stalled viewers, x = minutes,
+/// one line per row (placement × scheduler × control, mean over its runs); their paths.
+pub fn write_fleet_charts(name: &str, rows: &[FleetRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    register_font()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+    type Value = fn(&pcdn_sim::scenario::TimelineRow) -> f64;
+    let charts: [(&str, &str, Value); 3] = [
+        ("cdn-share.png", "CDN share of the bytes sent", |t| t.cdn_share),
+        ("edge-utilization.png", "edge upload used ÷ capacity", |t| {
+            t.edge_utilization
+        }),
+        (
+            "stalled-viewers.png",
+            "viewers stalled (share of those watching)",
+            |t| t.stalled_viewers,
+        ),
+    ];
+    let xs: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| r.timeline.iter().map(|t| t.t_s / 60.0))
+        .collect();
+    anyhow::ensure!(!xs.is_empty(), "--plot: the runs are shorter than one timeline window");
+    let axis = Axis::Numeric { unit: "min", xs };
+    let several_ccs = rows.iter().any(|r| r.cc != rows[0].cc);
+    let (mut schedulers, mut placements) = (Vec::new(), Vec::new());
+    let styles: Vec<(String, Style)> = rows
+        .iter()
+        .map(|r| {
+            let label = if several_ccs {
+                format!("{} / {} / {}", r.placement, r.scheduler, r.cc)
+            } else {
+                format!("{} / {}", r.placement, r.scheduler)
+            };
+            let style = Style {
+                color: index_of(&mut placements, &r.placement),
+                marker: index_of(&mut schedulers, &r.scheduler),
+            };
+            (label, style)
+        })
+        .collect();
+    let mut written = Vec::new();
+    for (file, title, value) in charts {
+        let path = dir.join(file);
+        let lines: Vec<Line<'_>> = rows
+            .iter()
+            .zip(&styles)
+            .map(|(r, (label, style))| {
+                let points = r.timeline.iter().map(|t| (t.t_s / 60.0, value(t))).collect();
+                (label.as_str(), *style, points)
+            })
+            .collect();
+        draw(&path, &format!("{name}: {title}"), "time (min)", &axis, title, &lines)
+            .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
 }

@@ -114,7 +114,53 @@ pub struct FleetOutcome {
     pub fill_bytes: u64,
     /// Virtual time when the run stopped, in seconds.
     pub end_s: f64,
+    /// The run minute by minute (the last window ends with the run).
+    pub timeline: Vec<Sample>,
 }
+
+/// One [`SAMPLE_WINDOW`] of a fleet run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Sample {
+    /// End of the window, seconds.
+    pub t_s: f64,
+    /// Payload bytes the origin and the devices sent in the window (to viewers and fills).
+    pub origin_bytes: u64,
+    pub edge_bytes: u64,
+    /// What the live devices could have sent in the window, bytes.
+    pub edge_capacity_bytes: u64,
+    /// Viewers watching at the window's end, and those of them stalled.
+    pub viewers: usize,
+    pub stalled: usize,
+}
+
+impl Sample {
+    /// The origin's share of the bytes sent in the window.
+    pub fn cdn_share(&self) -> f64 {
+        let all = self.origin_bytes + self.edge_bytes;
+        if all == 0 {
+            0.0
+        } else {
+            self.origin_bytes as f64 / all as f64
+        }
+    }
+    pub fn edge_utilization(&self) -> f64 {
+        if self.edge_capacity_bytes == 0 {
+            0.0
+        } else {
+            self.edge_bytes as f64 / self.edge_capacity_bytes as f64
+        }
+    }
+    pub fn stalled_share(&self) -> f64 {
+        if self.viewers == 0 {
+            0.0
+        } else {
+            self.stalled as f64 / self.viewers as f64
+        }
+    }
+}
+
+/// Width of the timeline's windows.
+pub const SAMPLE_WINDOW: Duration = Duration::from_secs(60);
 
 /// Width of the windows the origin's rate is billed over (95th-percentile billing).
 pub const BILLING_WINDOW: Duration = Duration::from_secs(300);

@@ -7,7 +7,7 @@
 
 use super::draw::{self, Arrival};
 use super::placement::{self, Demand, DeviceState};
-use super::{BILLING_WINDOW, FleetError, FleetOutcome, FleetSpec, ViewerRecord};
+use super::{BILLING_WINDOW, FleetError, FleetOutcome, FleetSpec, SAMPLE_WINDOW, Sample, ViewerRecord};
 use crate::link::{LinkConfig, Packet};
 use crate::network::{LinkId, Network, RouteId};
 use crate::world::{Datagram, download_config, link_rate_bps};
@@ -147,6 +147,8 @@ enum Timer {
     Failure(usize),
     /// The next placement round.
     Placement,
+    /// The end of a timeline window.
+    Sample,
 }
 
 /// Where a route ends.
@@ -186,6 +188,10 @@ pub struct FleetWorld {
     network: Network<Datagram>,
     endpoints: Vec<Endpoint>,
     origin_windows: Vec<u64>,
+    timeline: Vec<Sample>,
+    /// Payload bytes the origin and the devices sent since the last sample.
+    window_origin_bytes: u64,
+    window_edge_bytes: u64,
     now: Instant,
     deadline: Instant,
     buf: Vec<u8>,
@@ -294,6 +300,7 @@ impl FleetWorld {
         if engine.is_some() {
             timers.push(Reverse((Instant::ZERO + spec.placement.interval, Timer::Placement)));
         }
+        timers.push(Reverse((Instant::ZERO + SAMPLE_WINDOW, Timer::Sample)));
         Ok(FleetWorld {
             spec: spec.clone(),
             scheduler: scheduler_name.to_owned(),
@@ -316,6 +323,9 @@ impl FleetWorld {
             network,
             endpoints: Vec::new(),
             origin_windows: Vec::new(),
+            timeline: Vec::new(),
+            window_origin_bytes: 0,
+            window_edge_bytes: 0,
             now: Instant::ZERO,
             deadline: Instant::ZERO + spec.duration,
             buf: Vec::with_capacity(wire::MAX_DATAGRAM),
@@ -353,6 +363,8 @@ impl FleetWorld {
                 break;
             }
         }
+        // The last, partial window.
+        self.sample();
         for viewer in std::mem::take(&mut self.active) {
             self.leave(viewer, false);
         }
@@ -369,6 +381,7 @@ impl FleetWorld {
             viewers: self.records,
             device_bytes: self.servers[1..].iter().map(|s| s.bytes_sent).collect(),
             origin_window_bytes: self.origin_windows,
+            timeline: self.timeline,
             edge_utilization: if capacity > 0.0 { used / capacity } else { 0.0 },
             fill_bytes: self.fill_bytes,
             end_s,
@@ -397,7 +410,7 @@ impl FleetWorld {
             Timer::Viewer(v) => self.viewers[v].as_ref().is_some_and(|n| n.timer == Some(t)),
             Timer::Server(i) => self.servers[i].timer == Some(t),
             Timer::Failure(i) => self.servers[i].session.is_some(),
-            Timer::Placement => true,
+            Timer::Placement | Timer::Sample => true,
         }
     }
 
@@ -437,6 +450,10 @@ impl FleetWorld {
                     server.timer = None;
                 }
                 Timer::Placement => self.place()?,
+                Timer::Sample => {
+                    self.sample();
+                    self.timers.push(Reverse((now + SAMPLE_WINDOW, Timer::Sample)));
+                }
             }
         }
         Ok(())
@@ -564,6 +581,39 @@ impl FleetWorld {
         self.active.push(index);
         self.mark_viewer(index);
         Ok(())
+    }
+
+    /// Closes a timeline window.
+    fn sample(&mut self) {
+        let now = self.now;
+        let since = self.timeline.last().map_or(0.0, |s| s.t_s);
+        let window_s = (now - Instant::ZERO).as_secs_f64() - since;
+        if window_s <= 0.0 {
+            return;
+        }
+        let capacity_bits: f64 = self.servers[1..]
+            .iter()
+            .filter(|s| s.session.is_some())
+            .map(|s| s.upload_bps * window_s)
+            .sum();
+        let (mut viewers, mut stalled) = (0, 0);
+        for &v in &self.active {
+            if let Some(node) = self.viewers[v].as_mut()
+                && let Client::Viewer { .. } = node.client
+            {
+                viewers += 1;
+                node.download.advance_player(now);
+                stalled += usize::from(node.download.player().is_some_and(|p| p.is_stalled()));
+            }
+        }
+        self.timeline.push(Sample {
+            t_s: (now - Instant::ZERO).as_secs_f64(),
+            origin_bytes: std::mem::take(&mut self.window_origin_bytes),
+            edge_bytes: std::mem::take(&mut self.window_edge_bytes),
+            edge_capacity_bytes: (capacity_bits / 8.0) as u64,
+            viewers,
+            stalled,
+        });
     }
 
     /// A placement round: the engine assigns videos to devices; each live device evicts what
@@ -771,6 +821,11 @@ impl FleetWorld {
                 if self.buf.get(1) == Some(&wire::kind::DATA) {
                     let payload = (t.len - wire::DATA_HEADER_LEN) as u64;
                     server.bytes_sent += payload;
+                    if server.info.origin {
+                        self.window_origin_bytes += payload;
+                    } else {
+                        self.window_edge_bytes += payload;
+                    }
                     if server.info.origin {
                         let window = ((now - Instant::ZERO).as_nanos() / BILLING_WINDOW.as_nanos()) as usize;
                         if self.origin_windows.len() <= window {

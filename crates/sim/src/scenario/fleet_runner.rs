@@ -34,9 +34,24 @@ pub struct FleetRow {
     pub edge_utilization: f64,
     /// Bytes moved to fill edge caches, per run (placements `none` and `top` move none).
     pub fill_bytes: u64,
+    /// The run minute by minute (means over the row's runs), for `--plot`.
+    pub timeline: Vec<TimelineRow>,
     /// With `--runs`: each run's seed and its viewers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<FleetRunRecord>,
+}
+
+/// One timeline window of a row.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TimelineRow {
+    /// End of the window, seconds.
+    pub t_s: f64,
+    /// The origin's share of the bytes sent in the window (fills included).
+    pub cdn_share: f64,
+    /// What the devices sent ÷ what the live ones could have.
+    pub edge_utilization: f64,
+    /// Viewers stalled at the window's end ÷ viewers watching.
+    pub stalled_viewers: f64,
 }
 
 /// One run of a row, for paired comparisons: every row runs the same seeds.
@@ -131,6 +146,7 @@ impl FleetScenario {
                     waste: 0.0,
                     edge_utilization: 0.0,
                     fill_bytes: 0,
+                    timeline: Vec::new(),
                     runs: Vec::new(),
                 });
             }
@@ -146,6 +162,15 @@ impl FleetScenario {
             row.waste += outcome.waste();
             row.edge_utilization += outcome.edge_utilization;
             row.fill_bytes += outcome.fill_bytes;
+            if row.timeline.len() < outcome.timeline.len() {
+                row.timeline.resize(outcome.timeline.len(), TimelineRow::default());
+            }
+            for (t, sample) in row.timeline.iter_mut().zip(&outcome.timeline) {
+                t.t_s = sample.t_s;
+                t.cdn_share += sample.cdn_share();
+                t.edge_utilization += sample.edge_utilization();
+                t.stalled_viewers += sample.stalled_share();
+            }
             row.runs.push(record);
         }
         for row in &mut rows {
@@ -164,6 +189,11 @@ impl FleetScenario {
                 *v /= n;
             }
             row.fill_bytes /= row.runs.len().max(1) as u64;
+            for t in &mut row.timeline {
+                t.cdn_share /= n;
+                t.edge_utilization /= n;
+                t.stalled_viewers /= n;
+            }
         }
         Ok(rows)
     }
