@@ -20,7 +20,7 @@ pub struct PlacementSettings {
     /// Time between two placement rounds. Default 10 s: a device learns its assignment at its
     /// next heartbeat (10 s by default), so rounds more often would not reach devices sooner.
     pub interval: Duration,
-    /// A round places the this many most popular contents. Default 1,000: with Zipf-like
+    /// A round places this many of the most looked-up contents. Default 1,000: with Zipf-like
     /// demand the head of a catalogue carries most lookups, and a round stays cheap (one
     /// manifest decoded per new content).
     pub contents: usize,
