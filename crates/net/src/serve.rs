@@ -8,7 +8,6 @@
 //! session's `poll_timeout` when there is nothing to do. Tracker outages never reach it: the
 //! tracker task retries with backoff on its own.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use pcdn_core::manifest::DEFAULT_PACKET_SIZE;
-use pcdn_core::wire::{self, ContentId};
+use pcdn_core::wire;
 use pcdn_core::{ServerSession, ServerStats};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -25,22 +24,15 @@ use crate::cache::{Cache, CacheConfig};
 use crate::clock::Clock;
 use crate::metrics::{ReasonLabel, ServerMetrics, ServerSnapshot, reason_name};
 use crate::socket::{RecvBatch, SendBatch, Socket};
-use crate::store::{Store, StoreSource, content_id_hex};
-use crate::tracker_client::{Heartbeat, Registration, TrackerClient};
+use crate::store::{Store, StoreSource};
+use crate::tracker_client::{Registration, TrackerClient};
 use pcdn_identity::{DeviceIdentity, Role};
+use presence::TrackerPresence;
+
+mod presence;
 
 /// Datagrams one send batch holds at most before the loop reads its socket again.
 pub const MAX_SEND_BATCH: usize = 256;
-/// How often the tracker task looks for contents added to the store.
-const STORE_RESCAN: Duration = Duration::from_secs(2);
-/// Tracker retry backoff: first wait and cap. A registered device caps it at its heartbeat
-/// interval instead: retrying at the heartbeat rate costs a recovering tracker no more than its
-/// devices' normal heartbeats, and brings every device back within one interval of the restart.
-const BACKOFF_FIRST: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// How long a shutdown waits for the tracker to acknowledge the deregistration.
-const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// Where a device finds its tracker, and who it is there.
 #[derive(Clone, Debug)]
 pub struct TrackerSettings {
@@ -502,193 +494,6 @@ async fn upload_meter(metrics: Arc<ServerMetrics>, mut stop: watch::Receiver<boo
     }
 }
 
-/// Exponential backoff between tracker retries.
-struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    fn new() -> Backoff {
-        Backoff { next: BACKOFF_FIRST }
-    }
-    fn reset(&mut self) {
-        self.next = BACKOFF_FIRST;
-    }
-    /// The wait before the next retry, never above `cap`; the one after doubles.
-    fn next_wait(&mut self, cap: Duration) -> Duration {
-        let wait = self.next.min(cap);
-        self.next = (self.next * 2).min(BACKOFF_MAX);
-        wait
-    }
-}
-
-/// The device's presence at the tracker: registration, heartbeats, announcements and, for an
-/// origin, its manifests. It keeps trying through tracker outages and re-registers when the
-/// tracker has forgotten the device.
-struct TrackerPresence {
-    client: TrackerClient,
-    registration: Registration,
-    store: Store,
-    metrics: Arc<ServerMetrics>,
-    /// Each registration's rendezvous grant, for the NAT-traversal task.
-    grants: watch::Sender<crate::rendezvous::GrantUpdate>,
-    /// Set by the NAT-traversal task when the tracker no longer knows the device's token.
-    reregister: Arc<std::sync::atomic::AtomicBool>,
-    /// With `--cache-size`: its disk figures go into heartbeats, the assignment comes back.
-    cache: Option<Arc<Cache>>,
-}
-
-impl TrackerPresence {
-    async fn run(self, mut stop: watch::Receiver<bool>) {
-        let mut backoff = Backoff::new();
-        let mut forgotten_last = false;
-        let mut registered = false;
-        let mut heartbeat_every = Duration::from_secs(10);
-        let mut next_heartbeat = tokio::time::Instant::now();
-        let mut announced: Option<Vec<ContentId>> = None;
-        let mut manifests_sent: HashSet<ContentId> = HashSet::new();
-        let mut last_beat = (std::time::Instant::now(), self.metrics.bytes_out.get());
-        let id = self.registration.id.clone();
-        loop {
-            if *stop.borrow() {
-                break;
-            }
-            let was_registered = registered;
-            let step = self
-                .step(
-                    &mut registered,
-                    &mut heartbeat_every,
-                    &mut next_heartbeat,
-                    &mut announced,
-                    &mut manifests_sent,
-                    &mut last_beat,
-                )
-                .await;
-            let wait = match step {
-                Ok(()) => {
-                    backoff.reset();
-                    forgotten_last = false;
-                    STORE_RESCAN.min(next_heartbeat.saturating_duration_since(tokio::time::Instant::now()))
-                }
-                // The tracker answered that it forgot the device (it restarted without its
-                // state, or the device's ttl ran out during an outage): it is reachable, so the
-                // outage's backoff is over and the device registers at once. A second "forgot"
-                // in a row backs off, so a tracker that keeps forgetting is not hammered.
-                Err(e) if was_registered && !registered && !forgotten_last => {
-                    tracing::info!(%id, error = %e, "the tracker forgot this device; registering again");
-                    forgotten_last = true;
-                    backoff.reset();
-                    Duration::ZERO
-                }
-                Err(e) => {
-                    self.metrics.tracker_errors.inc();
-                    let cap = if registered { heartbeat_every } else { BACKOFF_MAX };
-                    let wait = backoff.next_wait(cap);
-                    tracing::warn!(error = %e, retry_in = ?wait, "tracker");
-                    wait
-                }
-            };
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                _ = stop.wait_for(|s| *s) => break,
-            }
-        }
-        if registered {
-            match tokio::time::timeout(DEREGISTER_TIMEOUT, self.client.deregister(&id)).await {
-                Ok(Ok(())) => tracing::info!(%id, "deregistered"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "deregistering"),
-                Err(_) => tracing::warn!(
-                    "deregistering: no answer from {} within {DEREGISTER_TIMEOUT:?}",
-                    self.client.url()
-                ),
-            }
-        }
-    }
-
-    /// Registers if needed, announces a changed store, sends manifests and a due heartbeat.
-    async fn step(
-        &self,
-        registered: &mut bool,
-        heartbeat_every: &mut Duration,
-        next_heartbeat: &mut tokio::time::Instant,
-        announced: &mut Option<Vec<ContentId>>,
-        manifests_sent: &mut HashSet<ContentId>,
-        last_beat: &mut (std::time::Instant, u64),
-    ) -> anyhow::Result<()> {
-        let id = &self.registration.id;
-        if self.reregister.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            *registered = false;
-        }
-        if !*registered {
-            let answer = self.client.register(&self.registration).await?;
-            *registered = true;
-            self.grants
-                .send_replace(answer.rendezvous.map(|g| (self.client.url().to_owned(), g)));
-            *heartbeat_every = Duration::from_secs(answer.heartbeat_secs.max(1));
-            *next_heartbeat = tokio::time::Instant::now() + *heartbeat_every;
-            // A tracker that forgot the device forgot what it announced, and maybe its manifests.
-            *announced = None;
-            manifests_sent.clear();
-            tracing::info!(%id, tracker = self.client.url(), heartbeat = ?heartbeat_every, "registered");
-        }
-        let contents = self.store.list()?;
-        if announced.as_ref() != Some(&contents) {
-            if let Err(e) = self.client.announce(id, &contents).await {
-                *registered &= !e.is_not_found();
-                return Err(e.into());
-            }
-            tracing::info!(contents = contents.len(), "announced");
-            *announced = Some(contents.clone());
-        }
-        if self.registration.origin {
-            let unsent: Vec<ContentId> = contents
-                .iter()
-                .filter(|c| !manifests_sent.contains(c))
-                .copied()
-                .collect();
-            for content in &unsent {
-                let bytes = self.store.manifest_bytes(content)?;
-                match self.client.put_manifest(content, bytes).await {
-                    Ok(()) => {}
-                    // The tracker judged this manifest; asking again would get the same answer.
-                    Err(e) if matches!(e.status(), Some(400 | 403)) => {
-                        tracing::error!(error = %e, content = %content_id_hex(content), "manifest refused");
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-                manifests_sent.insert(*content);
-            }
-        }
-        if tokio::time::Instant::now() >= *next_heartbeat {
-            let now = (std::time::Instant::now(), self.metrics.bytes_out.get());
-            let seconds = now.0.duration_since(last_beat.0).as_secs_f64().max(1e-3);
-            let disk = self.cache.as_ref().map(|c| c.disk());
-            let heartbeat = Heartbeat {
-                sessions: self.metrics.sessions.get().max(0) as u64,
-                upload_bps: ((now.1 - last_beat.1) as f64 * 8.0 / seconds) as u64,
-                healthy: true,
-                cache_bytes: disk.map(|d| d.0),
-                free_bytes: disk.map(|d| d.1),
-            };
-            match self.client.heartbeat(id, &heartbeat).await {
-                Ok(reply) => {
-                    // No assignment (the tracker places nothing): the cache stays as it is.
-                    if let (Some(cache), Some(assignment)) = (&self.cache, reply.assignment) {
-                        cache.assign(Some(assignment));
-                    }
-                }
-                Err(e) => {
-                    *registered &= !e.is_not_found();
-                    return Err(e.into());
-                }
-            }
-            *last_beat = now;
-            *next_heartbeat = tokio::time::Instant::now() + *heartbeat_every;
-        }
-        Ok(())
-    }
-}
-
 /// `pcdn serve`: serve a content store over UDP and announce it to a tracker.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -923,22 +728,6 @@ mod tests {
         assert!(parse_rate_arg("0").is_err());
         assert!(parse_rate_arg("4mbps").unwrap_err().contains("ambiguous"));
         assert!(parse_rate_arg("fast").is_err());
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap_and_resets() {
-        let mut b = Backoff::new();
-        let waits: Vec<Duration> = (0..9).map(|_| b.next_wait(BACKOFF_MAX)).collect();
-        assert_eq!(waits[0], BACKOFF_FIRST);
-        assert_eq!(waits[1], BACKOFF_FIRST * 2);
-        assert_eq!(*waits.last().unwrap(), BACKOFF_MAX);
-        assert!(waits.windows(2).all(|w| w[0] <= w[1]));
-        b.reset();
-        assert_eq!(b.next_wait(BACKOFF_MAX), BACKOFF_FIRST);
-        // A registered device's cap is its heartbeat interval.
-        b.reset();
-        let waits: Vec<Duration> = (0..6).map(|_| b.next_wait(Duration::from_secs(1))).collect();
-        assert_eq!(waits, [500, 1000, 1000, 1000, 1000, 1000].map(Duration::from_millis));
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub struct Registration {
 pub struct Registered {
     pub ttl_secs: u64,
     pub heartbeat_secs: u64,
+    /// This registration's generation (0 from a tracker that does not send one); heartbeat
+    /// answers carry the record's.
+    #[serde(default)]
+    pub generation: u64,
     /// With the tracker's UDP rendezvous on: the device's token and the tracker's UDP ports.
     #[serde(default)]
     pub rendezvous: Option<RendezvousGrant>,
@@ -124,7 +128,9 @@ pub struct Heartbeat {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct HeartbeatReply {
     pub ttl_secs: u64,
-    /// The device's registration generation (0 from a tracker that does not send one).
+    /// The generation of the device's record at the tracker (0 from a tracker that does not
+    /// send one): another than the one its registration got means the record was replaced
+    /// without it, and it must register again.
     #[serde(default)]
     pub generation: u64,
     /// Every content this device should hold (the tracker's placement); `None` when the tracker
@@ -322,7 +328,8 @@ impl TrackerClient {
         decode_json("POST", &self.url_of(path), response).await
     }
 
-    /// `POST /v1/devices/{id}/heartbeat`; a 404 means the device must register again.
+    /// `POST /v1/devices/{id}/heartbeat`; a 404, or another generation than the
+    /// registration's, means the device must register again.
     pub async fn heartbeat(&self, id: &str, heartbeat: &Heartbeat) -> Result<HeartbeatReply, TrackerError> {
         let path = format!("/v1/devices/{id}/heartbeat");
         let response = self

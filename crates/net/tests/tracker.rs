@@ -315,3 +315,70 @@ async fn re_lookups_never_open_more_paths_than_the_cap() {
     origin.shutdown().await.unwrap();
     tracker.stop().await.unwrap();
 }
+
+/// A device whose record at the tracker is replaced without it (another process registered
+/// with its credential and another address) sees the new generation in its next heartbeat
+/// answer and registers again, and a device whose record is removed sees the 404: either way it
+/// is listed again with its own address and contents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_whose_record_changed_without_it_registers_again() {
+    show_logs_on_failure();
+    let lab = Lab::new(100_000, 1);
+    let (tracker, url, client) = start_tracker(StoreUrl::Sqlite(lab.dir.path().join("tracker.db"))).await;
+    let identity = enroll(false);
+    let id = identity.id().to_owned();
+    let mut config = ServerConfig::new(&lab.edge_stores[0], "127.0.0.1:0".parse().unwrap());
+    config.tracker = Some(TrackerSettings {
+        url: url.clone(),
+        identity: identity.clone(),
+    });
+    let edge = spawn_server(config).await.unwrap();
+    let own = edge.advertise().to_string();
+    let listed_at = |addr: String| {
+        let client = client.clone();
+        let id = id.clone();
+        let content = lab.id;
+        async move {
+            client
+                .servers(&content, 8)
+                .await
+                .is_ok_and(|l| l.servers.iter().any(|s| s.id == id && s.addr == addr))
+        }
+    };
+    eventually("the edge is listed at its address", || listed_at(own.clone())).await;
+
+    let impostor = TrackerClient::new(&url, Some(identity)).unwrap();
+    let elsewhere = pcdn_net::tracker_client::Registration {
+        id: id.clone(),
+        addr: "127.0.0.1:9".to_owned(),
+        origin: false,
+        upload_capacity_bps: 1,
+        public_key: None,
+    };
+    let replaced = impostor.register(&elsewhere).await.unwrap();
+    impostor.announce(&id, &[lab.id]).await.unwrap();
+    assert!(replaced.generation >= 2, "{replaced:?}");
+    eventually("the edge registers again over the replacement", || {
+        listed_at(own.clone())
+    })
+    .await;
+    let ours = impostor
+        .heartbeat(
+            &id,
+            &pcdn_net::tracker_client::Heartbeat {
+                sessions: 0,
+                upload_bps: 0,
+                healthy: true,
+                cache_bytes: None,
+                free_bytes: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(ours.generation > replaced.generation, "{ours:?} after {replaced:?}");
+
+    impostor.deregister(&id).await.unwrap();
+    eventually("the edge registers again after its removal", || listed_at(own.clone())).await;
+    edge.shutdown().await.unwrap();
+    tracker.stop().await.unwrap();
+}

@@ -220,6 +220,9 @@ impl RegisterRequest {
 struct RegisterResponse {
     ttl_secs: u64,
     heartbeat_secs: u64,
+    /// This registration's generation (`Store::register`); heartbeat answers repeat the
+    /// record's, so the device sees when its record was replaced.
+    generation: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     rendezvous: Option<crate::rendezvous::Grant>,
 }
@@ -242,12 +245,13 @@ async fn register<S: Store>(
     }
     let id = registration.id.clone();
     let rendezvous = state.rendezvous.as_ref().map(|r| r.grant(&registration));
-    state.store.register(registration, unix_millis()).await?;
+    let generation = state.store.register(registration, unix_millis()).await?;
     state.metrics.count_registration();
-    tracing::debug!(device = %id, "registered");
+    tracing::debug!(device = %id, generation, "registered");
     Ok(Json(RegisterResponse {
         ttl_secs: state.ttl_secs,
         heartbeat_secs: state.heartbeat_secs,
+        generation,
         rendezvous,
     }))
 }
@@ -268,6 +272,9 @@ struct HeartbeatRequest {
 #[derive(Serialize)]
 struct HeartbeatResponse {
     ttl_secs: u64,
+    /// The generation of the device's record: another than its registration's means the
+    /// record was replaced without it, and the device registers again.
+    generation: u64,
     /// Every content the device should hold (hex); omitted when the tracker places nothing or
     /// has not placed this device yet.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -300,9 +307,9 @@ async fn heartbeat<S: Store>(
         healthy: request.healthy,
     };
     let now = unix_millis();
-    if !state.store.heartbeat(&id, load, now).await? {
+    let Some(generation) = state.store.heartbeat(&id, load, now).await? else {
         return Err(ApiError::unknown_device(&id));
-    }
+    };
     if let Some(disk) = disk {
         state.store.set_disk(&id, disk, now).await?;
     }
@@ -318,6 +325,7 @@ async fn heartbeat<S: Store>(
     };
     Ok(Json(HeartbeatResponse {
         ttl_secs: state.ttl_secs,
+        generation,
         assignment,
     }))
 }

@@ -297,10 +297,11 @@ pub(crate) fn document() -> Value {
                     }
                 },
                 "Registered": {
-                    "type": "object", "required": ["ttl_secs", "heartbeat_secs"],
+                    "type": "object", "required": ["ttl_secs", "heartbeat_secs", "generation"],
                     "properties": {
                         "ttl_secs": {"type": "integer", "description": "the device expires this long after its last heartbeat"},
                         "heartbeat_secs": {"type": "integer", "description": "send a heartbeat this often"},
+                        "generation": {"type": "integer", "format": "int64", "minimum": 1, "description": "this registration's generation: one more than the id's previous registration's"},
                         "rendezvous": {
                             "type": "object", "required": ["token", "udp_port", "alt_port"],
                             "description": "present when the UDP rendezvous is on: bind to both ports with the token",
@@ -327,9 +328,10 @@ pub(crate) fn document() -> Value {
                     }
                 },
                 "HeartbeatAck": {
-                    "type": "object", "required": ["ttl_secs"],
+                    "type": "object", "required": ["ttl_secs", "generation"],
                     "properties": {
                         "ttl_secs": {"type": "integer"},
+                        "generation": {"type": "integer", "format": "int64", "minimum": 1, "description": "the generation of the device's record; another than the device's registration's means the record was replaced without it: register again"},
                         "assignment": {"type": "array", "items": {"$ref": "#/components/schemas/ContentId"}, "description": "every content the device should hold; absent when the tracker places nothing (--placement none) or has not placed this device yet"}
                     }
                 },

@@ -119,7 +119,7 @@ async fn popularity_and_placement(store: StoreUrl) {
         .await;
     }
     let plain = api.heartbeat("edge-3", 0, 0, true).await.expect(200).json();
-    assert_eq!(plain, json!({"ttl_secs": 30}));
+    assert_eq!(plain, json!({"ttl_secs": 30, "generation": 1}));
     // A free-disk figure needs the cache size.
     let body = json!({"sessions": 0, "upload_bps": 0, "healthy": true, "free_bytes": 5});
     let refused = api
@@ -223,10 +223,15 @@ async fn metrics_export_only_the_top_ten_contents() {
     assert!(metrics.contains(&format!("content=\"{}\"", contents[14])));
     assert!(!metrics.contains(&format!("content=\"{}\"", contents[0])));
     // `none` sends no assignment even to a cache.
-    api.register("edge-1", "127.0.0.1:7901", 8_000_000).await.expect(200);
+    let generation = api
+        .register("edge-1", "127.0.0.1:7901", 8_000_000)
+        .await
+        .expect(200)
+        .json()["generation"]
+        .clone();
     assert_eq!(
         cache_heartbeat(&api, "edge-1", 1_000_000).await,
-        json!({"ttl_secs": 30})
+        json!({"ttl_secs": 30, "generation": generation})
     );
     tracker.stop().await.unwrap();
 }

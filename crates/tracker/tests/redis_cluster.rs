@@ -23,9 +23,15 @@ async fn two_instances_on_one_redis_share_devices_manifests_and_expiry() {
     let content = cid(1);
 
     // A device registered through one is found through two, and either can take its heartbeats.
-    api1.register("edge-1", "127.0.0.1:7901", 4_000_000).await.expect(200);
+    let registered = api1
+        .register("edge-1", "127.0.0.1:7901", 4_000_000)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(registered["generation"], 1);
     api1.announce("edge-1", &[&content]).await.expect(200);
-    api2.heartbeat("edge-1", 3, 1_200_000, true).await.expect(200);
+    let ack = api2.heartbeat("edge-1", 3, 1_200_000, true).await.expect(200).json();
+    assert_eq!(ack["generation"], 1, "{ack}");
     let found = api2.lookup(&content, None).await;
     assert_eq!(
         found["servers"],
@@ -55,9 +61,28 @@ async fn two_instances_on_one_redis_share_devices_manifests_and_expiry() {
     api1.remove("edge-3").await.expect(204);
     assert_eq!(api2.server_ids(&content).await, ["edge-1"]);
     api2.remove("edge-3").await.expect_error(404, "unknown_device");
-    // Re-registering clears the announced set, whichever instance announced it.
-    api2.register("edge-2", "127.0.0.1:7905", 9_000_000).await.expect(200);
+    // Re-registering clears the announced set, whichever instance announced it, and takes the
+    // id's next generation, which the other instance's heartbeat answers carry.
+    let again = api2
+        .register("edge-2", "127.0.0.1:7905", 9_000_000)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(again["generation"], 2);
+    assert_eq!(
+        api1.heartbeat("edge-2", 0, 0, true).await.expect(200).json()["generation"],
+        2
+    );
     assert!(api1.server_ids(&cid(2)).await.is_empty());
+    // A removed id's generation is kept.
+    assert_eq!(
+        api1.register("edge-3", "127.0.0.1:7903", 1_000)
+            .await
+            .expect(200)
+            .json()["generation"],
+        2
+    );
+    api1.remove("edge-3").await.expect(204);
 
     // A manifest put through two (by an origin registered through two) is served by one.
     let publisher = key(1);

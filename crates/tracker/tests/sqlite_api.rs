@@ -21,9 +21,12 @@ async fn device_lifecycle_and_lookup() {
         .await
         .expect(200)
         .json();
-    assert_eq!(registered, json!({"ttl_secs": 30, "heartbeat_secs": 1}));
+    assert_eq!(
+        registered,
+        json!({"ttl_secs": 30, "heartbeat_secs": 1, "generation": 1})
+    );
     let ack = api.heartbeat("edge-1", 3, 1_200_000, true).await.expect(200).json();
-    assert_eq!(ack, json!({"ttl_secs": 30}));
+    assert_eq!(ack, json!({"ttl_secs": 30, "generation": 1}));
     let announced = api
         .announce("edge-1", &[content.clone(), cid(2), content.clone()])
         .await;
@@ -54,8 +57,14 @@ async fn device_lifecycle_and_lookup() {
     assert!(api.server_ids(&content).await.is_empty());
     assert_eq!(api.server_ids(&cid(2)).await, ["edge-1"]);
 
-    // Re-registering replaces the device: new address, fresh load, empty announced set.
-    api.register("edge-1", "127.0.0.1:7999", 5_000).await.expect(200);
+    // Re-registering replaces the device: new address, fresh load, empty announced set, and the
+    // next generation, which heartbeats then carry.
+    let again = api.register("edge-1", "127.0.0.1:7999", 5_000).await.expect(200).json();
+    assert_eq!(again["generation"], 2);
+    assert_eq!(
+        api.heartbeat("edge-1", 0, 0, true).await.expect(200).json()["generation"],
+        2
+    );
     assert!(api.server_ids(&cid(2)).await.is_empty());
     api.announce("edge-1", &[cid(2)]).await.expect(200);
     let server = &api.lookup(&cid(2), None).await["servers"][0];
@@ -357,6 +366,12 @@ async fn devices_and_manifests_survive_a_restart() {
     api.announce("edge", &[content.clone(), cid(2)]).await.expect(200);
     api.register("gone", "127.0.0.1:7902", 4_000).await.expect(200);
     api.remove("gone").await.expect(204);
+    // A removed id's generation is kept: its next registration is not mistaken for the last.
+    assert_eq!(
+        api.register("gone", "127.0.0.1:7902", 4_000).await.expect(200).json()["generation"],
+        2
+    );
+    api.remove("gone").await.expect(204);
     api.put_manifest(&content, manifest.clone()).await.expect(204);
     let before = api.lookup(&content, None).await;
     first.stop().await.unwrap();
@@ -367,10 +382,19 @@ async fn devices_and_manifests_survive_a_restart() {
     assert_eq!(api.server_ids(&cid(2)).await, ["edge"]);
     assert_eq!(api.get_manifest(&content).await.expect(200).bytes, manifest);
     assert_eq!(api.health().await["devices"], 2);
-    api.heartbeat("edge", 0, 0, true).await.expect(200);
+    assert_eq!(
+        api.heartbeat("edge", 0, 0, true).await.expect(200).json()["generation"],
+        1
+    );
     api.heartbeat("gone", 0, 0, true)
         .await
         .expect_error(404, "unknown_device");
+    // Generations survive a restart, of devices gone too.
+    assert_eq!(
+        api.register("gone", "127.0.0.1:7902", 4_000).await.expect(200).json()["generation"],
+        3
+    );
+    api.remove("gone").await.expect(204);
     second.stop().await.unwrap();
 
     // A restart with a ttl that has since run out finds the devices expired, not the manifests.

@@ -46,10 +46,20 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
 
     /// Registers a device, replacing any device with the same id (its announced set included).
-    fn register(&self, registration: Registration, now_ms: u64) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Returns the record's registration generation: one more than the id's previous one, kept
+    /// across the id's removals, so a device that sees another generation in a heartbeat answer
+    /// knows its record was replaced without it.
+    fn register(&self, registration: Registration, now_ms: u64)
+    -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Records a load report and keeps the device live; false if the device is not live.
-    fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// Records a load report and keeps the device live; the record's registration generation,
+    /// or `None` if the device is not live.
+    fn heartbeat(
+        &self,
+        id: &str,
+        load: Load,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
 
     /// Replaces the device's announced set; `None` if the device is not live.
     fn announce(

@@ -21,6 +21,8 @@
 //!   a signer keeps scored by manifest size, and `signed-bytes`: hash of signer → bytes kept
 //!   (the quota); `orphan-since`: hash of content hex → when the manifest became an orphan.
 //!   Only a stored manifest's own signer may replace it.
+//! - `generation`: hash of device id → its last registration generation, bumped by every
+//!   registration and kept after the device leaves.
 //! - `revoked`: hash of revoked device id → the instant (Unix ms) before which its credentials
 //!   are refused.
 //! - `popularity`: sorted set of content hex → the log-score of its decayed lookup count
@@ -61,6 +63,7 @@ const SIGNED_PREFIX: &str = "pcdn:signed:";
 const SIGNED_BYTES_KEY: &str = "pcdn:signed-bytes";
 const ORPHAN_SINCE_KEY: &str = "pcdn:orphan-since";
 const REVOKED_KEY: &str = "pcdn:revoked";
+const GENERATION_KEY: &str = "pcdn:generation";
 const NONCE_PREFIX: &str = "pcdn:nonce:";
 const POPULARITY_KEY: &str = "pcdn:popularity";
 const DISK_PREFIX: &str = "pcdn:disk:";
@@ -94,8 +97,8 @@ local function server_score(record)
 end
 ";
 
-/// KEYS: dev, contents, origins, live, origin-rank. ARGV: id, device text, origin, ttl_ms,
-/// deadline_ms, holders prefix, rank prefix.
+/// KEYS: dev, contents, origins, live, origin-rank, generation. ARGV: id, device text, origin,
+/// ttl_ms, deadline_ms, holders prefix, rank prefix. Returns the new registration generation.
 const REGISTER: &str = r"
 local id = ARGV[1]
 for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
@@ -112,15 +115,16 @@ else
   redis.call('ZREM', KEYS[5], id)
 end
 redis.call('ZADD', KEYS[4], ARGV[5], id)
-return 1
+return redis.call('HINCRBY', KEYS[6], id, 1)
 ";
 
-/// KEYS: dev, live, contents, origin-rank. ARGV: load line, ttl_ms, deadline_ms, id, rank
-/// prefix. Replaces the first line (the load) and keeps the second (the registration); moves
+/// KEYS: dev, live, contents, origin-rank, generation. ARGV: load line, ttl_ms, deadline_ms,
+/// id, rank prefix. Returns the record's registration generation, -1 if there is no record.
+/// Replaces the first line (the load) and keeps the second (the registration); moves
 /// the device in the rankings it is in when its score changed.
 const HEARTBEAT: &str = r"
 local device = redis.call('GET', KEYS[1])
-if not device then return 0 end
+if not device then return -1 end
 local newline = string.find(device, '\n', 1, true)
 if not newline then return redis.error_reply('corrupt device record ' .. KEYS[1]) end
 local record = ARGV[1] .. string.sub(device, newline)
@@ -142,7 +146,7 @@ if old ~= new then
     end
   end
 end
-return 1
+return tonumber(redis.call('HGET', KEYS[5], ARGV[4]) or '0')
 ";
 
 /// KEYS: ranking of the content, origin-rank. ARGV: device prefix, servers wanted, origins
@@ -499,15 +503,16 @@ impl Store for RedisStore {
         "redis"
     }
 
-    async fn register(&self, registration: Registration, now_ms: u64) -> Result<(), StoreError> {
+    async fn register(&self, registration: Registration, now_ms: u64) -> Result<u64, StoreError> {
         let id = &registration.id;
-        let _: i64 = self
+        let generation: u64 = self
             .register
             .key(device_key(id))
             .key(contents_key(id))
             .key(ORIGINS_KEY)
             .key(LIVE_KEY)
             .key(ORIGIN_RANK_KEY)
+            .key(GENERATION_KEY)
             .arg(id)
             .arg(encode_device(&registration, Load::FRESH))
             .arg(flag(registration.origin))
@@ -517,16 +522,17 @@ impl Store for RedisStore {
             .arg(RANK_PREFIX)
             .invoke_async(&mut self.connection())
             .await?;
-        Ok(())
+        Ok(generation)
     }
 
-    async fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> Result<bool, StoreError> {
-        let found: i64 = self
+    async fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> Result<Option<u64>, StoreError> {
+        let generation: i64 = self
             .heartbeat
             .key(device_key(id))
             .key(LIVE_KEY)
             .key(contents_key(id))
             .key(ORIGIN_RANK_KEY)
+            .key(GENERATION_KEY)
             .arg(encode_load(load))
             .arg(self.ttl_ms)
             .arg(now_ms.saturating_add(self.ttl_ms))
@@ -534,7 +540,7 @@ impl Store for RedisStore {
             .arg(RANK_PREFIX)
             .invoke_async(&mut self.connection())
             .await?;
-        Ok(found == 1)
+        Ok(u64::try_from(generation).ok())
     }
 
     async fn announce(&self, id: &str, contents: Vec<ContentId>, _now_ms: u64) -> Result<Option<usize>, StoreError> {

@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS device_contents (
     content BLOB NOT NULL,
     PRIMARY KEY (device_id, content)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS generations (
+    id TEXT PRIMARY KEY NOT NULL,
+    generation INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS revocations (
     id TEXT PRIMARY KEY NOT NULL,
     before_ms INTEGER NOT NULL
@@ -224,6 +228,11 @@ fn load_placement(connection: &Connection) -> Result<Placement, StoreError> {
 
 fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
     let mut registry = Registry::default();
+    let mut generations = connection.prepare("SELECT id, generation FROM generations")?;
+    let mut rows = generations.query([])?;
+    while let Some(row) = rows.next()? {
+        registry.generations.insert(row.get(0)?, row.get::<_, i64>(1)? as u64);
+    }
     let mut devices = connection.prepare(
         "SELECT id, addr, origin, upload_capacity_bps, public_key, sessions, upload_bps, healthy, last_seen_ms
          FROM devices",
@@ -250,10 +259,12 @@ fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
             upload_bps: row.get::<_, i64>(6)? as u64,
             healthy: row.get(7)?,
         };
+        let generation = registry.generations.get(&registration.id).copied().unwrap_or(0);
         registry.insert(Entry {
             device: Arc::new(Device::new(registration, load)),
             last_seen_ms: row.get::<_, i64>(8)? as u64,
             contents: HashSet::new(),
+            generation,
         });
     }
     let mut contents = connection.prepare("SELECT device_id, content FROM device_contents")?;
@@ -306,10 +317,18 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
-    async fn register(&self, registration: Registration, now_ms: u64) -> Result<(), StoreError> {
+    async fn register(&self, registration: Registration, now_ms: u64) -> Result<u64, StoreError> {
         self.blocking(move |inner| {
             let mut writer = lock(&inner.writer);
+            let generation = inner
+                .read_registry()
+                .generations
+                .get(&registration.id)
+                .map_or(1, |last| last.wrapping_add(1));
             let transaction = writer.transaction()?;
+            transaction
+                .prepare_cached("INSERT OR REPLACE INTO generations (id, generation) VALUES (?1, ?2)")?
+                .execute(params![registration.id, generation as i64])?;
             transaction
                 .prepare_cached("DELETE FROM device_contents WHERE device_id = ?1")?
                 .execute([&registration.id])?;
@@ -331,24 +350,31 @@ impl Store for SqliteStore {
                     now_ms as i64,
                 ])?;
             transaction.commit()?;
-            inner.write_registry().insert(Entry {
+            let mut registry = inner.write_registry();
+            registry.generations.insert(registration.id.clone(), generation);
+            registry.insert(Entry {
                 device: Arc::new(Device::new(registration, Load::FRESH)),
                 last_seen_ms: now_ms,
                 contents: HashSet::new(),
+                generation,
             });
-            Ok(())
+            Ok(generation)
         })
         .await
     }
 
-    async fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> Result<bool, StoreError> {
+    async fn heartbeat(&self, id: &str, load: Load, now_ms: u64) -> Result<Option<u64>, StoreError> {
         let ttl_ms = self.ttl_ms;
         let id = id.to_owned();
         self.blocking(move |inner| {
             let writer = lock(&inner.writer);
-            if inner.read_registry().live_entry(&id, now_ms, ttl_ms).is_none() {
-                return Ok(false);
-            }
+            let Some(generation) = inner
+                .read_registry()
+                .live_entry(&id, now_ms, ttl_ms)
+                .map(|entry| entry.generation)
+            else {
+                return Ok(None);
+            };
             writer
                 .prepare_cached(
                     "UPDATE devices SET sessions = ?1, upload_bps = ?2, healthy = ?3, last_seen_ms = ?4 WHERE id = ?5",
@@ -361,7 +387,7 @@ impl Store for SqliteStore {
                     id
                 ])?;
             inner.write_registry().set_load(&id, load, now_ms);
-            Ok(true)
+            Ok(Some(generation))
         })
         .await
     }
@@ -772,7 +798,7 @@ mod tests {
         let expired_at = 1_000 + 30_000;
         let found = store.lookup(content, 8, expired_at).await.unwrap();
         assert!(found.servers.is_empty() && found.origins.is_empty(), "{found:?}");
-        assert!(!store.heartbeat("edge", Load::FRESH, expired_at).await.unwrap());
+        assert_eq!(store.heartbeat("edge", Load::FRESH, expired_at).await.unwrap(), None);
         assert_eq!(store.announce("edge", vec![], expired_at).await.unwrap(), None);
         assert_eq!(store.public_key("origin", expired_at).await.unwrap(), None);
         assert_eq!(store.live_devices(expired_at).await.unwrap(), 0);

@@ -12,6 +12,8 @@ pub(super) struct Entry {
     pub(super) device: Arc<Device>,
     pub(super) last_seen_ms: u64,
     pub(super) contents: HashSet<ContentId>,
+    /// The registration generation of this record (`Store::register`).
+    pub(super) generation: u64,
 }
 
 /// The in-memory read model: every device not yet swept, each content's serving holders ranked
@@ -33,6 +35,9 @@ pub(super) struct Registry {
     /// What each stored manifest is, and what each signer keeps (the bytes are in SQLite).
     pub(super) manifests: HashMap<ContentId, ManifestMeta>,
     pub(super) usage: HashMap<[u8; 32], Usage>,
+    /// Every device id ever registered → its last registration generation. Kept after the
+    /// device leaves, so that a new registration of the id never reuses a generation.
+    pub(super) generations: HashMap<String, u64>,
     /// Revoked device ids → the instant before which their credentials are refused.
     pub(super) revoked: HashMap<String, u64>,
 }
