@@ -311,3 +311,27 @@ async fn a_restart_keeps_the_cache_and_an_interrupted_fill_is_never_served_and_r
     edge.shutdown().await.unwrap();
     world.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_needs_a_tracker_and_an_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServerConfig::new(dir.path().join("store"), "127.0.0.1:0".parse().unwrap());
+    config.cache = Some(CacheConfig::new(1_000_000));
+    let e = spawn_server(config.clone()).await.unwrap_err().to_string();
+    assert!(e.contains("--cache-size needs --tracker"), "{e}");
+    config.tracker = Some(TrackerSettings {
+        url: "http://127.0.0.1:9".to_owned(),
+        identity: enroll(true),
+    });
+    let e = spawn_server(config.clone()).await.unwrap_err().to_string();
+    assert!(e.contains("--cache-size is for edges"), "{e}");
+    // A damaged index is an error naming the file, not a silently emptied cache.
+    config.tracker = Some(TrackerSettings {
+        url: "http://127.0.0.1:9".to_owned(),
+        identity: enroll(false),
+    });
+    Store::open(dir.path().join("store")).unwrap();
+    std::fs::write(dir.path().join("store").join("cache.json"), "{not json").unwrap();
+    let e = format!("{:#}", spawn_server(config).await.unwrap_err());
+    assert!(e.contains("cache.json"), "{e}");
+}
