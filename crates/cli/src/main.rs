@@ -73,7 +73,15 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Operator(args) => operator::run(args),
         Command::Play(args) => pcdn_net::play::run_play(args),
-        Command::Serve(args) => pcdn_net::serve::run_serve(args),
+        Command::Serve(args) => match pcdn_net::serve::run_serve(args) {
+            // A configuration error (credential, address): exit status 2, which
+            // deploy/pcdn-serve.service does not restart on.
+            Err(e) if e.is::<pcdn_net::serve::TrackerRefused>() => {
+                eprintln!("Error: {e}");
+                std::process::exit(2);
+            }
+            other => other,
+        },
         Command::Sim(args) => sim::run(args),
         Command::Tracker(args) => pcdn_tracker::run(args),
     }

@@ -173,3 +173,139 @@ fn a_device_revoked_by_the_operator_leaves_lookups() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(listed(tracker_addr, &content), ["origin-1"]);
 }
+
+/// `pcdn serve --credential FILE` for a store in `dir` against the tracker at `url`.
+fn serve(dir: &Path, name: &str, url: &str, credential: &Path) -> Proc {
+    let store = dir.join(format!("{name}-store"));
+    let mut command = pcdn();
+    command
+        .arg("serve")
+        .arg("--store")
+        .arg(&store)
+        .args(["--listen", &free_udp().to_string()])
+        .args(["--tracker", url])
+        .arg("--credential")
+        .arg(credential);
+    Proc::spawn(name, &mut command)
+}
+
+/// Waits (at most 60 s) for `device` to exit; its exit code and stderr.
+fn exit_of(device: &mut Proc) -> (Option<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = device.child.try_wait().unwrap() {
+            return (status.code(), device.stderr_all());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} still runs 60 s on: {}",
+            device.name,
+            device.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A revoked device's `pcdn serve` ends with exit status 2 (which the systemd unit does not
+/// restart on) and a message saying what to do, instead of retrying forever.
+#[test]
+fn a_revoked_device_stops_serving_with_status_2_and_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    operator_init(dir.path());
+    let tracker_addr = free_tcp();
+    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let url = format!("http://{tracker_addr}");
+    let credential = enroll(dir.path(), "edge-r", "edge");
+    let mut device = serve(dir.path(), "edge-r", &url, &credential);
+    wait_until("the edge registers", || device.stderr_all().contains("registered"));
+    let output = pcdn()
+        .args(["operator", "revoke"])
+        .arg(operator_dir(dir.path()))
+        .args(["--id", "edge-r", "--tracker", &url])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (code, stderr) = exit_of(&mut device);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the tracker refused this device's credential")
+            && stderr.contains("403 revoked")
+            && stderr.contains("pcdn operator enroll"),
+        "{stderr}"
+    );
+}
+
+/// An expired credential ends `pcdn serve` at its first request, with status 2 and a message.
+#[test]
+fn an_expired_credential_stops_serving_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    operator_init(dir.path());
+    let tracker_addr = free_tcp();
+    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let credential = operator_dir(dir.path()).join("short.cred");
+    let output = pcdn()
+        .args(["operator", "enroll"])
+        .arg(operator_dir(dir.path()))
+        .args(["--id", "edge-x", "--role", "edge", "--expires", "1s", "-o"])
+        .arg(&credential)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // Past its expiry, which is in whole seconds.
+    std::thread::sleep(Duration::from_millis(2_100));
+    let mut device = serve(dir.path(), "edge-x", &format!("http://{tracker_addr}"), &credential);
+    let (code, stderr) = exit_of(&mut device);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("expired_credential") && stderr.contains("Ask the operator for a new credential"),
+        "{stderr}"
+    );
+}
+
+/// A tracker that is down is a transient error: the device keeps serving and retrying.
+#[test]
+fn a_device_keeps_retrying_while_its_tracker_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    operator_init(dir.path());
+    let credential = enroll(dir.path(), "edge-d", "edge");
+    // Nothing listens there: connections are refused.
+    let tracker_addr = free_tcp();
+    let mut device = serve(dir.path(), "edge-d", &format!("http://{tracker_addr}"), &credential);
+    wait_until("the edge has retried twice", || {
+        device.stderr_all().matches("retry_in").count() >= 2
+    });
+    assert!(
+        device.child.try_wait().unwrap().is_none(),
+        "the edge exited: {}",
+        device.stderr_all()
+    );
+    device.terminate();
+}
+
+/// An advertised address clients cannot reach (link-local) is refused by the tracker (400): the
+/// device stops with status 2 and names the flag to fix.
+#[test]
+fn an_unreachable_advertised_address_stops_serving_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    operator_init(dir.path());
+    let tracker_addr = free_tcp();
+    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let credential = enroll(dir.path(), "edge-l", "edge");
+    let mut command = pcdn();
+    command
+        .arg("serve")
+        .arg("--store")
+        .arg(dir.path().join("edge-l-store"))
+        .args(["--listen", &free_udp().to_string()])
+        .args(["--advertise", "169.254.7.7:7801"])
+        .args(["--tracker", &format!("http://{tracker_addr}")])
+        .arg("--credential")
+        .arg(&credential);
+    let mut device = Proc::spawn("edge-l", &mut command);
+    let (code, stderr) = exit_of(&mut device);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("refused this device's registration") && stderr.contains("--advertise"),
+        "{stderr}"
+    );
+}

@@ -28,6 +28,7 @@ use crate::store::{Store, StoreSource};
 use crate::tracker_client::{Registration, TrackerClient};
 use pcdn_identity::{DeviceIdentity, Role};
 use presence::TrackerPresence;
+pub use presence::TrackerRefused;
 
 mod presence;
 
@@ -129,6 +130,8 @@ pub struct ServerHandle {
     others: Vec<JoinHandle<()>>,
     metrics_addr: Option<SocketAddr>,
     cache: Option<Arc<Cache>>,
+    /// Fires when the tracker refuses the device for good (`TrackerRefused`).
+    refused: Option<tokio::sync::oneshot::Receiver<TrackerRefused>>,
 }
 
 impl std::fmt::Debug for ServerHandle {
@@ -174,15 +177,33 @@ impl ServerHandle {
         self.cache.as_ref()
     }
 
-    /// Waits until the UDP loop ends by itself, which only a socket error makes it do.
+    /// Waits until the server cannot go on: the UDP loop ended by itself (only a socket error
+    /// makes it), or the tracker refused the device for good (the error is a
+    /// [`TrackerRefused`], which `pcdn serve` turns into exit status 2).
     pub async fn failed(&mut self) -> anyhow::Error {
-        match self.udp.as_mut() {
-            Some(task) => match task.await {
-                Ok(Ok(())) => anyhow::anyhow!("the UDP loop stopped"),
-                Ok(Err(e)) => anyhow::Error::new(e).context(format!("UDP socket {}", self.local_addr)),
-                Err(e) => anyhow::anyhow!("the UDP loop panicked: {e}"),
-            },
-            None => std::future::pending().await,
+        let refused = async {
+            match self.refused.as_mut() {
+                // Dropped unsent: the presence ended with the server, not refused.
+                Some(receiver) => match receiver.await {
+                    Ok(refused) => anyhow::Error::new(refused),
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let udp = async {
+            match self.udp.as_mut() {
+                Some(task) => match task.await {
+                    Ok(Ok(())) => anyhow::anyhow!("the UDP loop stopped"),
+                    Ok(Err(e)) => anyhow::Error::new(e).context(format!("UDP socket {}", self.local_addr)),
+                    Err(e) => anyhow::anyhow!("the UDP loop panicked: {e}"),
+                },
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            e = refused => e,
+            e = udp => e,
         }
     }
 
@@ -296,6 +317,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
             stopped.clone(),
         )));
     }
+    let mut refused = None;
     if let Some(client) = tracker {
         let registration = Registration {
             id: id.clone(),
@@ -304,18 +326,23 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
             upload_capacity_bps: config.upload_limit_bps.unwrap_or(config.default_capacity_bps),
             public_key: Some(hex::encode(store.public_key())),
         };
-        others.push(tokio::spawn(
-            TrackerPresence {
-                client,
-                registration,
-                store: store.clone(),
-                metrics: metrics.clone(),
-                grants,
-                reregister,
-                cache: cache.clone(),
+        let (refuse, refusal) = tokio::sync::oneshot::channel();
+        refused = Some(refusal);
+        let presence = TrackerPresence {
+            client,
+            registration,
+            store: store.clone(),
+            metrics: metrics.clone(),
+            grants,
+            reregister,
+            cache: cache.clone(),
+        };
+        let stopped = stopped.clone();
+        others.push(tokio::spawn(async move {
+            if let Err(refusal) = presence.run(stopped).await {
+                let _ = refuse.send(refusal);
             }
-            .run(stopped.clone()),
-        ));
+        }));
     }
     tracing::info!(
         %id,
@@ -340,6 +367,7 @@ pub async fn spawn_server(config: ServerConfig) -> anyhow::Result<ServerHandle> 
         others,
         metrics_addr,
         cache,
+        refused,
     })
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use crate::cache::Cache;
 use crate::metrics::ServerMetrics;
 use crate::store::{Store, content_id_hex};
-use crate::tracker_client::{Heartbeat, Registration, TrackerClient};
+use crate::tracker_client::{Heartbeat, Registration, TrackerClient, TrackerError};
 
 /// How often the tracker task looks for contents added to the store.
 const STORE_RESCAN: Duration = Duration::from_secs(2);
@@ -60,6 +60,52 @@ pub(super) struct TrackerPresence {
     pub(super) cache: Option<Arc<Cache>>,
 }
 
+/// The tracker refused this device for good: its credential (401: expired, another operator's,
+/// tampered, a clock far off), its rights (403: revoked, wrong role) or its registration (400:
+/// an address clients cannot reach). Retrying would get the same answer, so `pcdn serve` ends
+/// with exit status 2 and this message, which says what to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TrackerRefused(String);
+
+impl TrackerRefused {
+    /// The refusal `error` stands for, if it is one that retrying cannot change.
+    fn of(error: &TrackerError, registering: bool) -> Option<TrackerRefused> {
+        let TrackerError::Status {
+            status, code, message, ..
+        } = error
+        else {
+            return None;
+        };
+        let fix = match (*status, code.as_str()) {
+            // Another request's nonce, never this device's: a fresh signature passes.
+            (401, "replayed_request") => return None,
+            (401, "stale_timestamp") => "Set this device's clock (NTP), then start it again.",
+            (401, "expired_credential") => {
+                "Ask the operator for a new credential (`pcdn operator enroll DIR --id ID --role ROLE -o FILE`)."
+            }
+            (401, _) => {
+                "Use a credential enrolled by the operator whose key this tracker trusts (`pcdn tracker \
+                 --operator-key`), unmodified, or point --tracker at that operator's tracker."
+            }
+            (403, "revoked") => {
+                "Ask the operator for a new credential (`pcdn operator enroll DIR --id ID --role ROLE -o FILE`)."
+            }
+            (403, _) => "Ask the operator for a credential with the id and role this device needs.",
+            (400, _) if registering => {
+                "Fix the address this device advertises (--advertise HOST:PORT, or --listen): clients \
+                 must be able to reach it."
+            }
+            _ => return None,
+        };
+        let what = if *status == 400 { "registration" } else { "credential" };
+        let code = if code.is_empty() { "" } else { code.as_str() };
+        Some(TrackerRefused(format!(
+            "the tracker refused this device's {what}: {message} (HTTP {status} {code}). {fix}"
+        )))
+    }
+}
+
 /// What the presence task knows of its standing at the tracker.
 struct Standing {
     registered: bool,
@@ -86,7 +132,8 @@ enum Forgotten {
 }
 
 impl TrackerPresence {
-    pub(super) async fn run(self, mut stop: watch::Receiver<bool>) {
+    /// Runs until `stop`, or until the tracker refuses the device for good (the error).
+    pub(super) async fn run(self, mut stop: watch::Receiver<bool>) -> Result<(), TrackerRefused> {
         let mut backoff = Backoff::new();
         let mut forgotten_last = false;
         let mut standing = Standing {
@@ -104,6 +151,12 @@ impl TrackerPresence {
                 break;
             }
             let wait = match self.step(&mut standing).await {
+                Err(e) if e.is::<TrackerRefused>() => {
+                    self.metrics.tracker_errors.inc();
+                    let refused = e.downcast::<TrackerRefused>().expect("checked by is");
+                    tracing::error!(%id, "{refused}");
+                    return Err(refused);
+                }
                 Ok(()) => {
                     backoff.reset();
                     forgotten_last = false;
@@ -151,11 +204,15 @@ impl TrackerPresence {
                 ),
             }
         }
+        Ok(())
     }
 
-    /// A failed device request: a 404 means the tracker forgot the device.
-    fn refused(standing: &mut Standing, e: crate::tracker_client::TrackerError) -> anyhow::Error {
-        if e.is_not_found() {
+    /// A failed device request: a 404 means the tracker forgot the device; a refusal that
+    /// retrying cannot change ends the presence (`TrackerRefused`).
+    fn refused(standing: &mut Standing, e: TrackerError) -> anyhow::Error {
+        if let Some(refused) = TrackerRefused::of(&e, false) {
+            refused.into()
+        } else if e.is_not_found() {
             standing.registered = false;
             Forgotten::Unknown(e).into()
         } else {
@@ -170,7 +227,10 @@ impl TrackerPresence {
             standing.registered = false;
         }
         if !standing.registered {
-            let answer = self.client.register(&self.registration).await?;
+            let answer = match self.client.register(&self.registration).await {
+                Ok(answer) => answer,
+                Err(e) => return Err(TrackerRefused::of(&e, true).map_or_else(|| e.into(), Into::into)),
+            };
             standing.registered = true;
             standing.generation = answer.generation;
             self.grants
@@ -207,10 +267,10 @@ impl TrackerPresence {
                 match self.client.put_manifest(content, bytes).await {
                     Ok(()) => {}
                     // The tracker judged this manifest; asking again would get the same answer.
-                    Err(e) if matches!(e.status(), Some(400 | 403)) => {
+                    Err(e) if matches!(e.status(), Some(400 | 403)) && e.code() != Some("revoked") => {
                         tracing::error!(error = %e, content = %content_id_hex(content), "manifest refused");
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(Self::refused(standing, e)),
                 }
                 standing.manifests_sent.insert(*content);
             }
