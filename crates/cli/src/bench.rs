@@ -1,6 +1,7 @@
 //! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
 
 mod fleet;
+mod serve_cost;
 mod soak;
 mod video;
 
@@ -30,6 +31,10 @@ enum Target {
     /// The fleet simulator on one core: wall and CPU time and peak memory for a fleet of
     /// viewers, devices and videos (`pcdn sim` on a `[fleet]` file runs the same code).
     Fleet(fleet::FleetArgs),
+    /// One `pcdn serve` serving N concurrent `pcdn fetch` processes on loopback beside nginx
+    /// serving the same file to N curl clients: goodput and server CPU seconds per GB (needs
+    /// nginx and curl).
+    ServeCost(serve_cost::ServeCostArgs),
 }
 
 #[derive(Args, Debug)]
@@ -68,6 +73,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Video(args) => video::run(args),
         Target::Soak(args) => soak::run(args),
         Target::Fleet(args) => fleet::run(args),
+        Target::ServeCost(args) => serve_cost::run(args),
     }
 }
 

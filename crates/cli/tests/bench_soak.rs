@@ -1,5 +1,6 @@
 //! `pcdn bench soak` for 20 s, so it cannot rot: it starts its tracker and servers as processes,
-//! runs every flood, samples each process from /proc and checks every fetched file.
+//! registers many holders of one content, runs every flood, samples each process from /proc
+//! and checks every fetched file.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -17,6 +18,8 @@ fn a_short_soak_runs_every_flood_and_reports_each_process() {
             "1MB",
             "--quiet-fetches",
             "2",
+            "--holders",
+            "2000",
             "--json",
         ])
         .timeout(std::time::Duration::from_secs(600))
@@ -38,7 +41,8 @@ fn a_short_soak_runs_every_flood_and_reports_each_process() {
     {
         assert!(sent.as_u64().unwrap() > 0, "flood {name} sent nothing");
     }
-    assert_eq!(result["floods"].as_array().unwrap().len(), 8);
+    assert_eq!(result["floods"].as_array().unwrap().len(), 9);
+    assert_eq!(result["holders"], 2000, "every holder registered: {result}");
     let processes = result["processes"].as_array().unwrap();
     let names: Vec<&str> = processes.iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["tracker", "origin", "edge-1", "edge-2"]);

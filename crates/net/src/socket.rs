@@ -4,8 +4,8 @@
 //! Both the serving device and the fetching client move every datagram through a [`Socket`]:
 //! [`Socket::recv`] fills a [`RecvBatch`] (up to `quinn_udp::BATCH_SIZE` buffers per system
 //! call, each holding up to `gro_segments` coalesced datagrams of one sender), and
-//! [`Socket::send`] empties a [`SendBatch`], whose consecutive datagrams of equal size to one
-//! destination go out as one GSO super-datagram (the kernel cuts it into segments).
+//! [`Socket::send`] empties a [`SendBatch`], whose datagrams of equal size to one destination
+//! go out as one GSO super-datagram (the kernel cuts it into segments).
 
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
@@ -106,8 +106,8 @@ impl Socket {
         let mut dropped = 0;
         for group in &batch.groups {
             let to = self.destination(group.to);
-            let contents = &batch.buf[group.start..group.start + group.len];
-            let segments = group.len.div_ceil(group.segment_size);
+            let contents = &group.buf[..];
+            let segments = contents.len().div_ceil(group.segment_size);
             if segments > 1 && segments <= self.state.max_gso_segments() {
                 match self.send_one(to, contents, Some(group.segment_size)).await {
                     Ok(()) => continue,
@@ -241,20 +241,25 @@ impl RecvBatch {
     }
 }
 
-/// Datagrams waiting to be sent, grouped for GSO: consecutive datagrams to one destination of
-/// one size (the last may be shorter) share a group.
+/// Datagrams waiting to be sent, grouped for GSO: datagrams to one destination of one size
+/// (the last may be shorter) share a group, wherever they were pushed in the batch. A server
+/// serving its sessions in turn pushes its datagrams to alternating clients; grouping them by
+/// destination keeps one system call (and one wake-up of the receiver on loopback) per group,
+/// not per datagram. Each destination's datagrams keep their order; datagrams to different
+/// destinations may leave in another order than pushed, which no receiver can tell.
 #[derive(Debug, Default)]
 pub struct SendBatch {
-    buf: Vec<u8>,
     groups: Vec<Group>,
+    /// Buffers of sent groups, reused.
+    spare: Vec<Vec<u8>>,
     datagrams: usize,
+    bytes: usize,
 }
 
 #[derive(Debug)]
 struct Group {
     to: SocketAddr,
-    start: usize,
-    len: usize,
+    buf: Vec<u8>,
     segment_size: usize,
     /// A shorter datagram ended the group: GSO allows only the last segment to be short.
     closed: bool,
@@ -270,25 +275,27 @@ impl SendBatch {
     pub fn push(&mut self, to: SocketAddr, datagram: &[u8], max_segments: usize) {
         debug_assert!(!datagram.is_empty());
         let len = datagram.len();
-        let start = self.buf.len();
-        self.buf.extend_from_slice(datagram);
         self.datagrams += 1;
-        if let Some(group) = self.groups.last_mut() {
-            let fits = group.to == to
-                && !group.closed
+        self.bytes += len;
+        // The destination's latest group: a datagram joins it or starts the next one, so the
+        // destination's datagrams stay in order. Searched from the end: a batch holds at most
+        // a few hundred datagrams.
+        if let Some(group) = self.groups.iter_mut().rev().find(|g| g.to == to) {
+            let fits = !group.closed
                 && len <= group.segment_size
-                && group.len / group.segment_size < max_segments
-                && group.len + len <= MAX_GSO_BYTES;
+                && group.buf.len() / group.segment_size < max_segments
+                && group.buf.len() + len <= MAX_GSO_BYTES;
             if fits {
-                group.len += len;
+                group.buf.extend_from_slice(datagram);
                 group.closed = len < group.segment_size;
                 return;
             }
         }
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.extend_from_slice(datagram);
         self.groups.push(Group {
             to,
-            start,
-            len,
+            buf,
             segment_size: len,
             closed: false,
         });
@@ -305,7 +312,7 @@ impl SendBatch {
 
     /// Bytes queued.
     pub fn bytes(&self) -> usize {
-        self.buf.len()
+        self.bytes
     }
 
     /// System calls the batch will take with GSO (one per group).
@@ -314,9 +321,12 @@ impl SendBatch {
     }
 
     pub fn clear(&mut self) {
-        self.buf.clear();
-        self.groups.clear();
+        for mut group in self.groups.drain(..) {
+            group.buf.clear();
+            self.spare.push(group.buf);
+        }
         self.datagrams = 0;
+        self.bytes = 0;
     }
 }
 
@@ -344,6 +354,22 @@ mod tests {
         batch.push(addr(1), &[1; 40], 64);
         batch.push(addr(1), &[1; 40], 64);
         assert_eq!(batch.groups(), 2);
+    }
+
+    #[test]
+    fn datagrams_to_alternating_destinations_are_grouped_per_destination_in_order() {
+        // A server serving three sessions in turn: one group per destination, not per datagram.
+        let mut batch = SendBatch::new();
+        for i in 0..30u8 {
+            batch.push(addr(1 + u16::from(i % 3)), &[i; 100], 64);
+        }
+        assert_eq!((batch.len(), batch.groups(), batch.bytes()), (30, 3, 3000));
+        for (k, group) in batch.groups.iter().enumerate() {
+            assert_eq!(group.to, addr(1 + k as u16));
+            let firsts: Vec<u8> = group.buf.chunks(100).map(|d| d[0]).collect();
+            let expected: Vec<u8> = (0..30u8).filter(|i| usize::from(i % 3) == k).collect();
+            assert_eq!(firsts, expected, "destination {k}'s datagrams in push order");
+        }
     }
 
     #[test]
@@ -395,6 +421,31 @@ mod tests {
             }
         }
         assert_eq!(received, sent);
+    }
+
+    #[tokio::test]
+    async fn interleaved_datagrams_reach_each_destination_intact_and_in_order() {
+        let a = Socket::bind(addr(0)).unwrap();
+        let receivers: Vec<Socket> = (0..3).map(|_| Socket::bind(addr(0)).unwrap()).collect();
+        let mut batch = SendBatch::new();
+        let mut sent = vec![Vec::new(); 3];
+        for i in 0..60u8 {
+            let k = usize::from(i % 3);
+            let datagram = vec![i; 1200];
+            batch.push(receivers[k].local_addr().unwrap(), &datagram, a.max_gso_segments());
+            sent[k].push(datagram);
+        }
+        assert_eq!(a.send(&mut batch).await, 0);
+        assert!(batch.is_empty() && batch.bytes() == 0);
+        for (k, b) in receivers.iter().enumerate() {
+            let mut received = Vec::new();
+            let mut rb = RecvBatch::new(b);
+            while received.len() < sent[k].len() {
+                b.recv(&mut rb).await.unwrap();
+                received.extend(rb.datagrams().map(|(_, d)| d.to_vec()));
+            }
+            assert_eq!(received, sent[k], "receiver {k}");
+        }
     }
 }
 

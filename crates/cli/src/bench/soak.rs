@@ -5,6 +5,7 @@
 //! file is byte-identical.
 
 mod flood;
+mod holders;
 
 use anyhow::{Context, bail, ensure};
 use clap::Args;
@@ -24,6 +25,8 @@ use std::time::{Duration, Instant};
 
 /// How often the processes' memory and descriptors are sampled and the progress line drawn.
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+/// The soak tracker's device ttl (the default is 30 s).
+const HOLDERS_TTL: Duration = Duration::from_secs(4 * 3600);
 
 #[derive(Args, Debug)]
 pub struct SoakArgs {
@@ -39,6 +42,10 @@ pub struct SoakArgs {
     /// Upload cap of each server.
     #[arg(long, default_value = "20mbit", value_parser = pcdn_sim::parse_rate)]
     upload_limit: u64,
+    /// Enrolled devices registered (signed requests, from many loopback source addresses) as
+    /// holders of one content, whose lookups then run beside the legitimate ones.
+    #[arg(long, default_value_t = 100_000)]
+    holders: u64,
     /// Fetches in the quiet run, before the floods.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     quiet_fetches: u32,
@@ -101,7 +108,11 @@ async fn child(role: &str, args: &SoakArgs) -> anyhow::Result<()> {
         "tracker" => {
             let operator_key = args.operator_key.as_deref().context("--operator-key")?;
             let operator_key = pcdn_identity::files::read_operator_public(operator_key)?;
-            let tracker = pcdn_tracker::bind(TrackerConfig::new(listen, StoreUrl::Sqlite(store), operator_key)).await?;
+            let mut config = TrackerConfig::new(listen, StoreUrl::Sqlite(store), operator_key);
+            // The flood's holders register once: a ttl longer than any soak keeps them live
+            // without 10,000 heartbeats a second.
+            config.ttl = HOLDERS_TTL;
+            let tracker = pcdn_tracker::bind(config).await?;
             terminate.recv().await;
             tracker.stop().await
         }
@@ -240,6 +251,10 @@ pub struct SoakResult {
     quiet: Phase,
     flooded: Phase,
     all_identical: bool,
+    /// Devices registered (before the floods) as holders of a content nobody fetches.
+    holders: u64,
+    /// How long their registration took, s.
+    holders_registration_s: f64,
     floods: Vec<(&'static str, u64)>,
     processes: Vec<ProcessSeries>,
 }
@@ -331,6 +346,11 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
     }
     quiet.finish(&mut quiet_lookups);
 
+    eprintln!("soak: registering {} holders of another content ...", args.holders);
+    let registering = Instant::now();
+    let holders = holders::register_all(args.holders, Arc::new(operator), tracker_addr).await;
+    let registration_s = registering.elapsed().as_secs_f64();
+    eprintln!("soak: {holders} holders registered in {registration_s:.0} s");
     eprintln!("soak: floods on for {:?}", args.duration);
     let floods = flood::start(&flood::FloodConfig::default(), &servers, tracker_addr, content);
     let started = Instant::now();
@@ -424,6 +444,8 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
         quiet,
         flooded,
         all_identical: identical,
+        holders,
+        holders_registration_s: registration_s,
         floods: floods_sent,
         processes,
     })
@@ -520,6 +542,11 @@ impl SoakResult {
                 p.unfinished_s.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"))
             );
         }
+        let _ = writeln!(
+            out,
+            "holders of another content registered before the floods: {} in {:.0} s",
+            self.holders, self.holders_registration_s
+        );
         let _ = writeln!(out, "floods sent:");
         for (name, n) in &self.floods {
             let _ = writeln!(out, "  {name:<26} {n}");

@@ -31,6 +31,9 @@ pub struct FloodConfig {
     /// Manifest PUTs per second, each `manifest_bytes` long (issue 40: up to 16 MiB kept).
     pub manifests_per_s: u64,
     pub manifest_bytes: usize,
+    /// Lookups per second of the content the bench registered many holders of (issue 40: 45
+    /// lookups/s of a 100,000-holder content held the tracker).
+    pub holder_lookups_per_s: u64,
 }
 
 impl Default for FloodConfig {
@@ -45,6 +48,7 @@ impl Default for FloodConfig {
             methods_per_s: 200,
             manifests_per_s: 1,
             manifest_bytes: 8 << 20,
+            holder_lookups_per_s: 400,
         }
     }
 }
@@ -54,10 +58,10 @@ impl Default for FloodConfig {
 pub struct Counts(pub HashMap<&'static str, AtomicU64>);
 
 impl Counts {
-    fn new(names: &[&'static str]) -> Counts {
+    pub fn new(names: &[&'static str]) -> Counts {
         Counts(names.iter().map(|n| (*n, AtomicU64::new(0))).collect())
     }
-    fn add(&self, name: &'static str, n: u64) {
+    pub fn add(&self, name: &'static str, n: u64) {
         if let Some(c) = self.0.get(name) {
             c.fetch_add(n, Ordering::Relaxed);
         }
@@ -70,7 +74,7 @@ impl Counts {
     }
 }
 
-pub const FLOODS: [&str; 8] = [
+pub const FLOODS: [&str; 9] = [
     "udp_sessions",
     "udp_keepalive_requests",
     "udp_cancels",
@@ -79,6 +83,7 @@ pub const FLOODS: [&str; 8] = [
     "tcp_idle_connections",
     "http_made_up_methods",
     "http_large_manifest_puts",
+    "http_many_holders_lookups",
 ];
 
 /// The running floods; `stop` ends them.
@@ -136,6 +141,12 @@ pub fn start(config: &FloodConfig, servers: &[SocketAddr], tracker: SocketAddr, 
     )));
     tasks.push(tokio::spawn(manifests(
         config.clone(),
+        tracker,
+        counts.clone(),
+        stop.clone(),
+    )));
+    tasks.push(tokio::spawn(super::holders::lookups(
+        config.holder_lookups_per_s,
         tracker,
         counts.clone(),
         stop.clone(),
