@@ -30,6 +30,10 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v tc >/dev/null 2>&1 || missing+=(iproute2)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
+# nginx and curl: the other server and its clients of `pcdn bench serve-cost`
+# (crates/cli/tests/bench_serve_cost.rs), which fails, never skips, without them.
+{ command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null 2>&1 || missing+=(nginx-light)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 # scripts/reproduce.py (its doctests below) reads TOML with tomllib: Python 3.11 or later.
 python3 -c 'import tomllib' >/dev/null 2>&1 || missing+=(python3)
 if [ "${#missing[@]}" -gt 0 ]; then
