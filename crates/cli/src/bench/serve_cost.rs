@@ -6,7 +6,7 @@ use anyhow::{Context, bail, ensure};
 use clap::Args;
 use pcdn_net::store::{Store, content_id_hex};
 use serde::Serialize;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -195,22 +195,23 @@ fn serve_cost(args: &ServeCostArgs, nginx: &Path) -> anyhow::Result<ServeCostRes
     let exe = std::env::current_exe().context("the pcdn binary's path")?;
     let most = args.clients.iter().copied().max().unwrap_or(1);
 
-    let pcdn_addr = free_addr()?;
-    let pcdn = Server {
-        child: Command::new(&exe)
+    // A port found free may be taken by another program before the server binds it: a server
+    // that exits at once is started again on another port.
+    let (pcdn_addr, pcdn) = on_a_free_port("pcdn serve", dir, "serve.log", |addr| {
+        Command::new(&exe)
             .arg("serve")
             .arg("--store")
             .arg(&store)
-            .args(["--listen", &pcdn_addr.to_string(), "--origin"])
+            .args(["--listen", &addr.to_string(), "--origin"])
             // Every client comes from 127.0.0.1: one source, one session each.
             .args(["--max-sessions-per-source", &most.max(16).to_string()])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("serve.log"))?)
             .spawn()
-            .context("starting pcdn serve")?,
-    };
-    let nginx_addr = free_addr()?;
-    let nginx_server = start_nginx(nginx, dir, &www, nginx_addr)?;
+            .context("starting pcdn serve")
+    })?;
+    let (nginx_addr, nginx_server) =
+        on_a_free_port("nginx", dir, "nginx.log", |addr| start_nginx(nginx, dir, &www, addr))?;
 
     let pcdn_client = |out: &Path| {
         let mut c = Command::new(&exe);
@@ -297,6 +298,26 @@ fn serve_cost(args: &ServeCostArgs, nginx: &Path) -> anyhow::Result<ServeCostRes
     })
 }
 
+/// Starts a server with `start` on a free loopback port; when it exits within 3 s (the port was
+/// taken meanwhile: nginx retries its bind for 2.5 s first), again on another, up to 5 times. Its log file is `log` in `dir`.
+fn on_a_free_port(
+    name: &str,
+    dir: &Path,
+    log: &str,
+    start: impl Fn(SocketAddr) -> anyhow::Result<Child>,
+) -> anyhow::Result<(SocketAddr, Server)> {
+    for _ in 0..5 {
+        let addr = free_addr()?;
+        let mut server = Server { child: start(addr)? };
+        std::thread::sleep(Duration::from_secs(3));
+        if server.child.try_wait()?.is_none() {
+            return Ok((addr, server));
+        }
+    }
+    let text = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
+    bail!("{name} exited at start five times; its last log: {}", text.trim())
+}
+
 fn set_mode(path: &Path, mode: u32) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
@@ -304,7 +325,7 @@ fn set_mode(path: &Path, mode: u32) -> anyhow::Result<()> {
 }
 
 /// nginx as a file server is deployed: sendfile, no access log, a worker per core.
-fn start_nginx(nginx: &Path, dir: &Path, www: &Path, addr: SocketAddr) -> anyhow::Result<Server> {
+fn start_nginx(nginx: &Path, dir: &Path, www: &Path, addr: SocketAddr) -> anyhow::Result<Child> {
     let conf = dir.join("nginx.conf");
     let d = dir.display();
     std::fs::write(
@@ -320,7 +341,7 @@ fn start_nginx(nginx: &Path, dir: &Path, www: &Path, addr: SocketAddr) -> anyhow
             www.display()
         ),
     )?;
-    let child = Command::new(nginx)
+    Command::new(nginx)
         .arg("-p")
         .arg(dir)
         .arg("-e")
@@ -330,19 +351,7 @@ fn start_nginx(nginx: &Path, dir: &Path, www: &Path, addr: SocketAddr) -> anyhow
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("nginx.log"))?)
         .spawn()
-        .with_context(|| format!("starting {}", nginx.display()))?;
-    let server = Server { child };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(addr).is_err() {
-        let mut log = String::new();
-        let _ = std::io::Read::read_to_string(&mut std::fs::File::open(dir.join("nginx.log"))?, &mut log);
-        ensure!(
-            Instant::now() < deadline,
-            "nginx did not listen on {addr} within 30 s: {log}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(server)
+        .with_context(|| format!("starting {}", nginx.display()))
 }
 
 /// `n` clients at once, each downloading the file `repeats` times in a row: (bytes, wall s).
