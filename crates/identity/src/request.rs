@@ -68,13 +68,9 @@ pub fn device_authorization(
     timestamp_ms: u64,
     nonce: [u8; NONCE_LEN],
 ) -> String {
-    let message = canonical_string(DEVICE_SCHEME, method, path_and_query, body, timestamp_ms, &nonce);
-    format!(
-        "{DEVICE_SCHEME} credential={}, timestamp={timestamp_ms}, nonce={}, signature={}",
-        device.credential.to_hex(),
-        hex::encode(nonce),
-        hex::encode(device.sign(message.as_bytes()))
-    )
+    let signer = format!("credential={}", device.credential.to_hex());
+    let request = (method, path_and_query, body, timestamp_ms, nonce);
+    authorization(DEVICE_SCHEME, &signer, request, |message| device.sign(message))
 }
 
 /// The `Authorization` header value of an operator request.
@@ -86,12 +82,24 @@ pub fn operator_authorization(
     timestamp_ms: u64,
     nonce: [u8; NONCE_LEN],
 ) -> String {
-    let message = canonical_string(OPERATOR_SCHEME, method, path_and_query, body, timestamp_ms, &nonce);
+    let signer = format!("key={}", hex::encode(operator.public().as_bytes()));
+    let request = (method, path_and_query, body, timestamp_ms, nonce);
+    authorization(OPERATOR_SCHEME, &signer, request, |message| operator.sign(message))
+}
+
+/// The header value of `scheme`: the signer's field, the timestamp, the nonce and `sign`'s
+/// signature over the request's canonical string.
+fn authorization(
+    scheme: &str,
+    signer: &str,
+    (method, path_and_query, body, timestamp_ms, nonce): (&str, &str, &[u8], u64, [u8; NONCE_LEN]),
+    sign: impl Fn(&[u8]) -> [u8; 64],
+) -> String {
+    let message = canonical_string(scheme, method, path_and_query, body, timestamp_ms, &nonce);
     format!(
-        "{OPERATOR_SCHEME} key={}, timestamp={timestamp_ms}, nonce={}, signature={}",
-        hex::encode(operator.public().as_bytes()),
+        "{scheme} {signer}, timestamp={timestamp_ms}, nonce={}, signature={}",
         hex::encode(nonce),
-        hex::encode(operator.sign(message.as_bytes()))
+        hex::encode(sign(message.as_bytes()))
     )
 }
 

@@ -140,18 +140,31 @@ async fn count_query<S: Send + Sync>(
     default: usize,
     max: usize,
 ) -> Result<usize, ApiError> {
-    let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", problem);
-    let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
-        .await
-        .map_err(|rejection| invalid(format!("query string: {}", rejection.body_text())))?;
+    let query = query_parameters(parts, state).await?;
     let Some(text) = query.get("n") else {
         return Ok(default);
     };
     match text.parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(invalid(format!(
+        _ => Err(invalid_query(format!(
             "query parameter `n`: expected an integer in 1..={max}, got {:?}",
             text.chars().take(40).collect::<String>()
         ))),
     }
+}
+
+/// A 400 `invalid_query` answer.
+pub(crate) fn invalid_query(problem: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", problem)
+}
+
+/// The request's query parameters; a query string that is not `name=value&...` is a 400.
+pub(crate) async fn query_parameters<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+) -> Result<HashMap<String, String>, ApiError> {
+    let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+        .await
+        .map_err(|rejection| invalid_query(format!("query string: {}", rejection.body_text())))?;
+    Ok(query)
 }

@@ -8,8 +8,7 @@
 
 use crate::error::ApiError;
 use crate::model::{Device, Lookup, Registration};
-use axum::extract::{FromRequestParts, Query};
-use axum::http::StatusCode;
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use pcdn_core::wire::rendezvous::{self as rdv, BindStatus, Rendezvous as Msg};
 use serde::Serialize;
@@ -128,16 +127,13 @@ impl<S: Send + Sync> FromRequestParts<S> for PunchToken {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let invalid = |problem: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", problem);
-        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|rejection| invalid(format!("query string: {}", rejection.body_text())))?;
+        let query = crate::extract::query_parameters(parts, state).await?;
         let Some(text) = query.get("punch") else {
             return Ok(PunchToken(None));
         };
         let mut token = [0u8; CLIENT_TOKEN_LEN];
         hex::decode_to_slice(text, &mut token).map_err(|_| {
-            invalid(format!(
+            crate::extract::invalid_query(format!(
                 "query parameter `punch`: expected the client token of BOUND, {} hex characters, got {:?}",
                 2 * CLIENT_TOKEN_LEN,
                 text.chars().take(40).collect::<String>()
