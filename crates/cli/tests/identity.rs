@@ -121,6 +121,15 @@ fn listed(tracker: std::net::SocketAddr, content: &str) -> Vec<String> {
         .collect()
 }
 
+/// A test directory with an operator, and a tracker trusting it (its address and process).
+fn operator_and_tracker() -> (tempfile::TempDir, std::net::SocketAddr, Proc) {
+    let dir = tempfile::tempdir().unwrap();
+    operator_init(dir.path());
+    let tracker_addr = free_tcp();
+    let tracker = start_tracker(dir.path(), tracker_addr);
+    (dir, tracker_addr, tracker)
+}
+
 fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
@@ -131,10 +140,7 @@ fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 
 #[test]
 fn a_device_revoked_by_the_operator_leaves_lookups() {
-    let dir = tempfile::tempdir().unwrap();
-    operator_init(dir.path());
-    let tracker_addr = free_tcp();
-    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let (dir, tracker_addr, _tracker) = operator_and_tracker();
     let sample = dir.path().join("sample.bin");
     std::fs::write(&sample, vec![7u8; 100_000]).unwrap();
     let mut devices = Vec::new();
@@ -143,15 +149,7 @@ fn a_device_revoked_by_the_operator_leaves_lookups() {
         let store = dir.path().join(id);
         content = common::add(&[sample.as_os_str()], &store);
         let credential = enroll(dir.path(), id, role);
-        let mut command = pcdn();
-        command
-            .arg("serve")
-            .arg("--store")
-            .arg(&store)
-            .args(["--listen", &free_udp().to_string()])
-            .args(["--tracker", &format!("http://{tracker_addr}")])
-            .arg("--credential")
-            .arg(&credential);
+        let mut command = serve_command(&store, &format!("http://{tracker_addr}"), &credential);
         devices.push(Proc::spawn(id, &mut command));
     }
     wait_until("both devices are listed", || listed(tracker_addr, &content).len() == 2);
@@ -174,19 +172,24 @@ fn a_device_revoked_by_the_operator_leaves_lookups() {
     assert_eq!(listed(tracker_addr, &content), ["origin-1"]);
 }
 
-/// `pcdn serve --credential FILE` for a store in `dir` against the tracker at `url`.
-fn serve(dir: &Path, name: &str, url: &str, credential: &Path) -> Proc {
-    let store = dir.join(format!("{name}-store"));
+/// `pcdn serve --store STORE --tracker URL --credential FILE` on a free loopback port.
+fn serve_command(store: &Path, url: &str, credential: &Path) -> std::process::Command {
     let mut command = pcdn();
     command
         .arg("serve")
         .arg("--store")
-        .arg(&store)
+        .arg(store)
         .args(["--listen", &free_udp().to_string()])
         .args(["--tracker", url])
         .arg("--credential")
         .arg(credential);
-    Proc::spawn(name, &mut command)
+    command
+}
+
+/// `serve_command` for a store `NAME-store` in `dir`, started.
+fn serve(dir: &Path, name: &str, url: &str, credential: &Path) -> Proc {
+    let store = dir.join(format!("{name}-store"));
+    Proc::spawn(name, &mut serve_command(&store, url, credential))
 }
 
 /// Waits (at most 60 s) for `device` to exit; its exit code and stderr.
@@ -210,10 +213,7 @@ fn exit_of(device: &mut Proc) -> (Option<i32>, String) {
 /// restart on) and a message saying what to do, instead of retrying forever.
 #[test]
 fn a_revoked_device_stops_serving_with_status_2_and_says_what_to_do() {
-    let dir = tempfile::tempdir().unwrap();
-    operator_init(dir.path());
-    let tracker_addr = free_tcp();
-    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let (dir, tracker_addr, _tracker) = operator_and_tracker();
     let url = format!("http://{tracker_addr}");
     let credential = enroll(dir.path(), "edge-r", "edge");
     let mut device = serve(dir.path(), "edge-r", &url, &credential);
@@ -238,10 +238,7 @@ fn a_revoked_device_stops_serving_with_status_2_and_says_what_to_do() {
 /// An expired credential ends `pcdn serve` at its first request, with status 2 and a message.
 #[test]
 fn an_expired_credential_stops_serving_with_status_2() {
-    let dir = tempfile::tempdir().unwrap();
-    operator_init(dir.path());
-    let tracker_addr = free_tcp();
-    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let (dir, tracker_addr, _tracker) = operator_and_tracker();
     let credential = operator_dir(dir.path()).join("short.cred");
     let output = pcdn()
         .args(["operator", "enroll"])
@@ -286,21 +283,11 @@ fn a_device_keeps_retrying_while_its_tracker_is_down() {
 /// device stops with status 2 and names the flag to fix.
 #[test]
 fn an_unreachable_advertised_address_stops_serving_with_status_2() {
-    let dir = tempfile::tempdir().unwrap();
-    operator_init(dir.path());
-    let tracker_addr = free_tcp();
-    let _tracker = start_tracker(dir.path(), tracker_addr);
+    let (dir, tracker_addr, _tracker) = operator_and_tracker();
     let credential = enroll(dir.path(), "edge-l", "edge");
-    let mut command = pcdn();
-    command
-        .arg("serve")
-        .arg("--store")
-        .arg(dir.path().join("edge-l-store"))
-        .args(["--listen", &free_udp().to_string()])
-        .args(["--advertise", "169.254.7.7:7801"])
-        .args(["--tracker", &format!("http://{tracker_addr}")])
-        .arg("--credential")
-        .arg(&credential);
+    let store = dir.path().join("edge-l-store");
+    let mut command = serve_command(&store, &format!("http://{tracker_addr}"), &credential);
+    command.args(["--advertise", "169.254.7.7:7801"]);
     let mut device = Proc::spawn("edge-l", &mut command);
     let (code, stderr) = exit_of(&mut device);
     assert_eq!(code, Some(2), "{stderr}");
