@@ -28,7 +28,7 @@ use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
 use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
-pub use fleet::{FleetRun, FleetScenario, PLACEMENTS};
+pub use fleet::{AnyScenario, FleetRun, FleetScenario, PLACEMENTS};
 pub use fleet_runner::{FleetRow, FleetRunRecord, TimelineRow, ViewerRecordRow};
 pub use paired::{Paired, paired};
 pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
@@ -136,35 +136,6 @@ pub struct Run<'a> {
     pub seed: u64,
     pub world: &'a WorldSpec,
     pub video: Option<&'a PlayerConfig>,
-}
-
-/// A scenario file of either kind: paths to one viewer (`[[server]]`), or a fleet (`[fleet]`).
-#[derive(Clone, Debug)]
-pub enum AnyScenario {
-    Paths(Scenario),
-    Fleet(Box<FleetScenario>),
-}
-
-impl AnyScenario {
-    /// Reads and validates a scenario file of either kind.
-    pub fn load(path: &Path) -> Result<AnyScenario, ScenarioError> {
-        let source = SourceFile::read(path, "the scenario")?;
-        AnyScenario::parse(&source.text, &source.name, source.base_dir)
-    }
-
-    /// Parses scenario text: a fleet if it has a `[fleet]` table, else a paths scenario.
-    pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<AnyScenario, ScenarioError> {
-        let is_fleet = DeTable::parse(text).is_ok_and(|doc| doc.get_ref().contains_key("fleet"));
-        if !is_fleet {
-            return Scenario::parse(text, file, base_dir).map(AnyScenario::Paths);
-        }
-        let ctx = Ctx { file, text, base_dir };
-        let doc = DeTable::parse(text).expect("parsed above");
-        let span = doc.span();
-        let tree: Tree = Spanned::new(span, DeValue::Table(doc.into_inner()));
-        let raw: fleet::RawFleetDoc = ctx.deserialize(&tree)?;
-        ctx.build_fleet(&tree, raw).map(|f| AnyScenario::Fleet(Box::new(f)))
-    }
 }
 
 impl Scenario {

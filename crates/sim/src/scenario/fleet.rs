@@ -10,10 +10,14 @@ use serde::Deserialize;
 
 use super::tree::Tree;
 use super::{Ctx, RawClient, ScenarioError, default_duration, default_repeat, default_seed};
+use super::{Scenario, SourceFile};
 use crate::fleet::{DeviceSpec, FleetSpec, PlacementSpec, ViewerSpec, draw};
 use crate::link::{LinkConfig, Loss, QueueLimit};
 use crate::units;
 use pcdn_core::player::VideoSpec;
+use std::path::Path;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 /// How the edges get their videos: the placement engine's policies (the tracker's
 /// `--placement`), and `top`.
@@ -35,6 +39,35 @@ pub const PLACEMENTS: &[(&str, &str)] = &[
         "a looked-up video too few devices hold goes to the least loaded devices",
     ),
 ];
+
+/// A scenario file of either kind: paths to one viewer (`[[server]]`), or a fleet (`[fleet]`).
+#[derive(Clone, Debug)]
+pub enum AnyScenario {
+    Paths(Scenario),
+    Fleet(Box<FleetScenario>),
+}
+
+impl AnyScenario {
+    /// Reads and validates a scenario file of either kind.
+    pub fn load(path: &Path) -> Result<AnyScenario, ScenarioError> {
+        let source = SourceFile::read(path, "the scenario")?;
+        AnyScenario::parse(&source.text, &source.name, source.base_dir)
+    }
+
+    /// Parses scenario text: a fleet if it has a `[fleet]` table, else a paths scenario.
+    pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<AnyScenario, ScenarioError> {
+        let is_fleet = DeTable::parse(text).is_ok_and(|doc| doc.get_ref().contains_key("fleet"));
+        if !is_fleet {
+            return Scenario::parse(text, file, base_dir).map(AnyScenario::Paths);
+        }
+        let ctx = Ctx { file, text, base_dir };
+        let doc = DeTable::parse(text).expect("parsed above");
+        let span = doc.span();
+        let tree: Tree = Spanned::new(span, DeValue::Table(doc.into_inner()));
+        let raw: RawFleetDoc = ctx.deserialize(&tree)?;
+        ctx.build_fleet(&tree, raw).map(|f| AnyScenario::Fleet(Box::new(f)))
+    }
+}
 
 /// A loaded fleet scenario: the fleet is drawn anew from each run's seed.
 #[derive(Clone, Debug)]
@@ -525,7 +558,6 @@ impl Ctx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::AnyScenario;
     use super::*;
 
     const FILE: &str = r#"
