@@ -19,13 +19,34 @@ pub(super) struct Arrival {
 pub(super) fn arrivals(spec: &ViewerSpec, videos: usize, seed: u64) -> Vec<Arrival> {
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "viewers"));
     let zipf = ZipfTable::new(videos, spec.zipf);
-    let mean_gap = spec.arrival_window.as_secs_f64() / spec.count.max(1) as f64;
-    let mut t = 0.0;
-    (0..spec.count)
-        .map(|_| {
-            // Exponential gaps: a Poisson process (inverse transform of a uniform in (0, 1]).
-            let u: f64 = 1.0 - rng.random::<f64>();
-            t += -u.ln() * mean_gap;
+    let window_s = spec.arrival_window.as_secs_f64();
+    let times: Vec<f64> = if spec.load_profile.is_empty() {
+        // Exponential gaps: a Poisson process (inverse transform of a uniform in (0, 1]).
+        let mean_gap = window_s / spec.count.max(1) as f64;
+        let mut t = 0.0;
+        (0..spec.count)
+            .map(|_| {
+                t += -(1.0 - rng.random::<f64>()).ln() * mean_gap;
+                t
+            })
+            .collect()
+    } else {
+        // A Poisson process of piecewise-constant rate, given its number of arrivals: that
+        // many times drawn independently from the rate's density, sorted (its order statistics).
+        let slices = ZipfTable::from_weights(&spec.load_profile);
+        let slice_s = window_s / spec.load_profile.len() as f64;
+        let mut times: Vec<f64> = (0..spec.count)
+            .map(|_| {
+                let slice = slices.sample(rng.random::<f64>());
+                (slice as f64 + rng.random::<f64>()) * slice_s
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times
+    };
+    times
+        .into_iter()
+        .map(|t| {
             let video = zipf.sample(rng.random::<f64>());
             let (lo, hi) = spec.watch;
             let watch = lo + (hi - lo) * rng.random::<f64>();
@@ -46,12 +67,25 @@ pub(crate) fn stream_seed(seed: u64, stream: &str) -> u64 {
     u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
-/// Zipf's law over `n` items by inverse transform on the cumulative weights.
+/// A discrete law by inverse transform on its cumulative weights: Zipf's over `n` items, or
+/// any weights.
 struct ZipfTable {
     cumulative: Vec<f64>,
 }
 
 impl ZipfTable {
+    fn from_weights(weights: &[f64]) -> ZipfTable {
+        let mut total = 0.0;
+        let cumulative = weights
+            .iter()
+            .map(|w| {
+                total += w.max(0.0);
+                total
+            })
+            .collect();
+        ZipfTable { cumulative }
+    }
+
     fn new(n: usize, exponent: f64) -> ZipfTable {
         let mut total = 0.0;
         let cumulative = (0..n)
@@ -82,12 +116,30 @@ mod tests {
         ViewerSpec {
             count,
             arrival_window: Duration::from_secs(100),
+            load_profile: Vec::new(),
             zipf,
             watch: (0.5, 1.0),
             access_down: LinkConfig::fixed(50_000_000, Duration::from_millis(5)),
             access_up: LinkConfig::fixed(10_000_000, Duration::from_millis(5)),
             edges_per_viewer: 4,
         }
+    }
+
+    #[test]
+    fn a_load_profile_shapes_the_arrivals_and_keeps_their_number() {
+        let mut spec = viewers(6000, 1.0);
+        // Quiet first half, busy second half (three times the rate).
+        spec.load_profile = vec![1.0, 3.0];
+        let a = arrivals(&spec, 10, 3);
+        assert_eq!(a.len(), 6000);
+        assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+        let late = a
+            .iter()
+            .filter(|v| (v.at - Instant::ZERO).as_secs_f64() >= 50.0)
+            .count();
+        let share = late as f64 / a.len() as f64;
+        assert!((0.72..0.78).contains(&share), "{share}");
+        assert!(a.iter().all(|v| (v.at - Instant::ZERO).as_secs_f64() < 100.0));
     }
 
     #[test]

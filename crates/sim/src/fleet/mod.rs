@@ -45,6 +45,9 @@ pub struct ViewerSpec {
     pub count: usize,
     /// They arrive as a Poisson process of rate `count / arrival_window`.
     pub arrival_window: Duration,
+    /// Relative arrival rates over equal slices of the window (24 for a day's hours); empty:
+    /// a constant rate.
+    pub load_profile: Vec<f64>,
     /// Zipf exponent of the videos' popularity: video `k` (from 0) is picked with weight
     /// `1 / (k + 1)^zipf`.
     pub zipf: f64,
@@ -259,6 +262,8 @@ pub enum FleetError {
     Download { index: usize, reason: String },
     #[error("placement: {0}")]
     Placement(String),
+    #[error("viewers.load_profile must be rates >= 0, at least one of them positive")]
+    LoadProfile,
     #[error("viewers.watch must be two fractions 0 < a <= b <= 1, got {0:?}")]
     Watch((f64, f64)),
 }

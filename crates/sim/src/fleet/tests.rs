@@ -17,6 +17,7 @@ fn fleet(viewers: usize, devices: usize, holds: bool) -> FleetSpec {
         viewers: ViewerSpec {
             count: viewers,
             arrival_window: Duration::from_secs(20),
+            load_profile: Vec::new(),
             zipf: 0.8,
             watch: (1.0, 1.0),
             access_down: LinkConfig::fixed(50_000_000, ms(5)).with_queue(queue),

@@ -215,6 +215,12 @@ impl FleetWorld {
                 reason: e.to_string(),
             })?;
         }
+        let profile = &spec.viewers.load_profile;
+        if profile.iter().any(|w| !(w.is_finite() && *w >= 0.0))
+            || (!profile.is_empty() && profile.iter().all(|&w| w == 0.0))
+        {
+            return Err(FleetError::LoadProfile);
+        }
         let (lo, hi) = spec.viewers.watch;
         if !(lo > 0.0 && lo <= hi && hi <= 1.0) {
             return Err(FleetError::Watch(spec.viewers.watch));

@@ -163,6 +163,7 @@ impl FleetScenario {
             viewers: ViewerSpec {
                 count: f.viewers,
                 arrival_window: f.arrival_window.unwrap_or(self.duration),
+                load_profile: f.load_profile.clone(),
                 zipf: f.zipf,
                 watch: f.watch,
                 access_down: LinkConfig::fixed(f.access_rate, f.access_delay).with_queue(queue),
@@ -190,6 +191,7 @@ impl FleetScenario {
 struct Fleet {
     viewers: usize,
     arrival_window: Option<Duration>,
+    load_profile: Vec<f64>,
     videos: usize,
     bitrate: Dist,
     video_duration: Dist,
@@ -257,6 +259,8 @@ struct RawFleet {
     viewers: usize,
     #[serde(default, deserialize_with = "units::de::opt_duration")]
     arrival_window: Option<Duration>,
+    #[serde(default)]
+    load_profile: Vec<f64>,
     videos: usize,
     #[serde(default = "default_bitrate")]
     bitrate: RawDist,
@@ -417,6 +421,16 @@ impl Ctx<'_> {
                 ));
             }
         }
+        if f.load_profile.iter().any(|w| !(w.is_finite() && *w >= 0.0))
+            || (!f.load_profile.is_empty() && f.load_profile.iter().all(|&w| w == 0.0))
+        {
+            return Err(err(
+                "fleet.load_profile",
+                "expected relative arrival rates >= 0 over equal slices of the window, at least one positive \
+                 (e.g. 24 hourly weights)"
+                    .into(),
+            ));
+        }
         if f.placement_interval.is_zero() || f.popularity_half_life.is_zero() {
             let key = if f.placement_interval.is_zero() {
                 "fleet.placement_interval"
@@ -471,6 +485,7 @@ impl Ctx<'_> {
         let fleet = Fleet {
             viewers: f.viewers,
             arrival_window: f.arrival_window,
+            load_profile: f.load_profile.clone(),
             videos: f.videos,
             bitrate: dist("fleet.bitrate", &f.bitrate, Unit::Rate)?,
             video_duration: dist("fleet.video_duration", &f.video_duration, Unit::Duration)?,
@@ -632,6 +647,14 @@ device_videos = 3
         let bad = FILE.replace("watch = { uniform = [0.5, 1.0] }", "watch = { normal = 1 }");
         let e = parse(&bad).unwrap_err().to_string();
         assert!(e.contains("fleet.watch") && e.contains("uniform"), "{e}");
+        let bad = FILE.replace("viewers = 30", "viewers = 30\nload_profile = [0, 0]");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("fleet.load_profile") && e.contains("positive"), "{e}");
+        let good = FILE.replace("viewers = 30", "viewers = 30\nload_profile = [1, 2.5, 0]");
+        assert_eq!(
+            parse(&good).unwrap().spec("none", 1).viewers.load_profile,
+            vec![1.0, 2.5, 0.0]
+        );
         let bad = FILE.replace("viewers = 30", "viewers = 30\nspeed = 3");
         let e = parse(&bad).unwrap_err().to_string();
         assert!(e.contains("unknown key") && e.contains("speed"), "{e}");
