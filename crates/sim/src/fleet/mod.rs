@@ -34,8 +34,17 @@ pub struct DeviceSpec {
     pub holds: Vec<usize>,
     /// Bytes of videos the placement may put on it (`pcdn serve --cache-size`).
     pub cache_bytes: u64,
-    /// The device fails at this time and never comes back (its queued requests are lost).
-    pub fail_at: Option<Duration>,
+    /// When the device goes down (its queued requests are lost) and when it comes back, if
+    /// it does (a restart: new sessions, its cache kept), in time order.
+    pub outages: Vec<Outage>,
+}
+
+/// One time a device is down.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Outage {
+    pub at: Duration,
+    /// `None`: it never comes back.
+    pub back: Option<Duration>,
 }
 
 /// The viewers: how many, when they arrive, what they watch and how they are connected.
@@ -260,6 +269,8 @@ pub enum FleetError {
     },
     #[error("viewer {index}: the download cannot be set up: {reason}")]
     Download { index: usize, reason: String },
+    #[error("device {0:?}: outages must be in time order, each back after it began and before the next")]
+    Outages(String),
     #[error("placement: {0}")]
     Placement(String),
     #[error("viewers.load_profile must be rates >= 0, at least one of them positive")]

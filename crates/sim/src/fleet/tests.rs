@@ -31,7 +31,7 @@ fn fleet(viewers: usize, devices: usize, holds: bool) -> FleetSpec {
                 downlink: LinkConfig::fixed(50_000_000, ms(10 + 5 * i as u64)).with_queue(queue),
                 holds: if holds { vec![0, 1, 2] } else { Vec::new() },
                 cache_bytes: 2_000_000,
-                fail_at: None,
+                outages: Vec::new(),
             })
             .collect(),
         origin_uplink: LinkConfig::fixed(1_000_000_000, ms(30)).with_queue(QueueLimit::packets(1000)),
@@ -84,7 +84,10 @@ fn with_empty_edges_the_cdn_serves_everything() {
 #[test]
 fn a_device_that_fails_mid_run_costs_no_viewer_its_video() {
     let mut spec = fleet(8, 2, true);
-    spec.devices[0].fail_at = Some(Duration::from_secs(6));
+    spec.devices[0].outages = vec![Outage {
+        at: Duration::from_secs(6),
+        back: None,
+    }];
     let out = run(&spec, "weave", "cubic", 5).unwrap();
     assert!(out.viewers.iter().all(|v| v.finished), "{:#?}", out.viewers);
     assert!(out.device_bytes[0] > 0, "the device served before it failed");
@@ -154,4 +157,27 @@ fn an_unknown_placement_is_refused() {
     spec.placement = PlacementSpec::named("everywhere");
     let e = run(&spec, "weave", "cubic", 1).unwrap_err().to_string();
     assert!(e.contains("everywhere") && e.contains("popularity"), "{e}");
+}
+
+#[test]
+fn a_device_that_restarts_serves_again_from_the_cache_it_kept() {
+    let mut spec = fleet(16, 1, true);
+    spec.viewers.arrival_window = Duration::from_secs(40);
+    spec.devices[0].outages = vec![Outage {
+        at: Duration::from_secs(5),
+        back: Some(Duration::from_secs(15)),
+    }];
+    let out = run(&spec, "weave", "cubic", 9).unwrap();
+    assert!(out.viewers.iter().all(|v| v.finished));
+    // Viewers arriving after it came back got bytes from it: it kept its videos.
+    let late_edge: u64 = out
+        .viewers
+        .iter()
+        .filter(|v| v.arrived_s > 16.0)
+        .map(|v| v.edge_bytes)
+        .sum();
+    assert!(late_edge > 0, "{:#?}", out.viewers);
+    let mut bad = spec.clone();
+    bad.devices[0].outages[0].back = Some(Duration::from_secs(2));
+    assert!(matches!(run(&bad, "weave", "cubic", 9), Err(FleetError::Outages(_))));
 }

@@ -30,6 +30,7 @@ pub fn run(spec: &FleetSpec, scheduler: &str, cc: &str, seed: u64) -> Result<Fle
 }
 
 /// Synthetic videos (all zeros) on one server's disk.
+#[derive(Clone)]
 struct Shelf {
     lengths: Vec<u64>,
     held: Vec<bool>,
@@ -83,23 +84,30 @@ fn viewer_of(addr: SocketAddr) -> usize {
     }
 }
 
-fn token_key(seed: u64, server: usize) -> [u8; 32] {
+fn token_key(seed: u64, server: usize, generation: u64) -> [u8; 32] {
     let mut h = blake3::Hasher::new_derive_key("pcdn-sim 2026 fleet server token key");
     h.update(&seed.to_le_bytes());
     h.update(&(server as u64).to_le_bytes());
+    h.update(&generation.to_le_bytes());
     *h.finalize().as_bytes()
 }
 
 /// A server: the origin (index 0) or an edge device.
 struct ServerNode {
     info: ServerInfo,
-    /// Absent once the device failed.
+    /// Absent while the device is down.
     session: Option<ServerSession<Shelf>>,
+    config: ServerConfig,
+    /// Its disk while it is down: a restart keeps the cache.
+    stored: Option<Shelf>,
+    /// Incarnations, so a restarted device gets a new token key.
+    generation: u64,
+    down_since: Option<Instant>,
+    downtime: Duration,
     /// Towards the viewers (its upload) and from them.
     up: LinkId,
     down: LinkId,
     upload_bps: f64,
-    fail_at: Option<Instant>,
     timer: Option<Instant>,
     dirty: bool,
     /// Payload bytes of DATA sent.
@@ -145,8 +153,10 @@ struct ViewerNode {
 enum Timer {
     Viewer(usize),
     Server(usize),
-    /// The device fails for good.
+    /// The device goes down.
     Failure(usize),
+    /// The device comes back.
+    Recovery(usize),
     /// The next placement round.
     Placement,
     /// The end of a timeline window.
@@ -245,7 +255,7 @@ impl FleetWorld {
             origin_up,
             origin_down,
             &spec.origin_uplink,
-            None,
+            &[][..],
         ));
         for device in &spec.devices {
             let mut held = vec![false; lengths.len()];
@@ -268,29 +278,51 @@ impl FleetWorld {
                 up,
                 down,
                 &device.uplink,
-                device.fail_at,
+                device.outages.as_slice(),
             ));
         }
+        for device in &spec.devices {
+            let ordered = device
+                .outages
+                .windows(2)
+                .all(|w| w[0].back.is_some_and(|b| b <= w[1].at));
+            let each = device.outages.iter().all(|o| o.back.is_none_or(|b| b > o.at));
+            if !(ordered && each) {
+                return Err(FleetError::Outages(device.name.clone()));
+            }
+        }
+        let mut timers = BinaryHeap::new();
         let servers: Vec<ServerNode> = servers
             .into_iter()
             .enumerate()
-            .map(|(i, (info, held, up, down, uplink, fail_at))| {
+            .map(|(i, (info, held, up, down, uplink, outages))| {
                 let config = ServerConfig {
                     packet_size: spec.packet_size as u16,
-                    token_key: token_key(seed, i),
+                    token_key: token_key(seed, i, 0),
                     ..ServerConfig::default()
                 };
+                for o in outages {
+                    let at = Instant::ZERO + o.at;
+                    timers.push(Reverse((at, Timer::Failure(i))));
+                    if let Some(back) = o.back {
+                        timers.push(Reverse((Instant::ZERO + back, Timer::Recovery(i))));
+                    }
+                }
                 let shelf = Shelf {
                     lengths: lengths.clone(),
                     held,
                 };
                 ServerNode {
                     info,
-                    session: Some(ServerSession::new(config, shelf)),
+                    session: Some(ServerSession::new(config.clone(), shelf)),
+                    config,
+                    stored: None,
+                    generation: 0,
+                    down_since: None,
+                    downtime: Duration::ZERO,
                     up,
                     down,
                     upload_bps: link_rate_bps(uplink),
-                    fail_at: fail_at.map(|d| Instant::ZERO + d),
                     timer: None,
                     dirty: false,
                     bytes_sent: 0,
@@ -300,11 +332,6 @@ impl FleetWorld {
             .collect();
         let arrivals = draw::arrivals(&spec.viewers, spec.videos.len(), seed);
         let engine = spec.placement.engine().map_err(FleetError::Placement)?;
-        let mut timers: BinaryHeap<_> = servers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.fail_at.map(|t| Reverse((t, Timer::Failure(i)))))
-            .collect();
         if engine.is_some() {
             timers.push(Reverse((Instant::ZERO + spec.placement.interval, Timer::Placement)));
         }
@@ -378,7 +405,11 @@ impl FleetWorld {
         }
         self.records.sort_by_key(|r| r.index);
         let end_s = (self.now - Instant::ZERO).as_secs_f64();
-        let alive_s = |s: &ServerNode| s.fail_at.map_or(self.now, |t| t.min(self.now)) - Instant::ZERO;
+        let now = self.now;
+        let alive_s = |s: &ServerNode| {
+            let down = s.downtime + s.down_since.map_or(Duration::ZERO, |t| now - t);
+            (now - Instant::ZERO).saturating_sub(down)
+        };
         let (used, capacity) = self.servers[1..].iter().fold((0.0, 0.0), |(u, c), s| {
             (
                 u + s.bytes_sent as f64 * 8.0,
@@ -418,6 +449,7 @@ impl FleetWorld {
             Timer::Viewer(v) => self.viewers[v].as_ref().is_some_and(|n| n.timer == Some(t)),
             Timer::Server(i) => self.servers[i].timer == Some(t),
             Timer::Failure(i) => self.servers[i].session.is_some(),
+            Timer::Recovery(i) => self.servers[i].session.is_none(),
             Timer::Placement | Timer::Sample => true,
         }
     }
@@ -454,8 +486,18 @@ impl FleetWorld {
                 }
                 Timer::Failure(i) => {
                     let server = &mut self.servers[i];
-                    server.session = None;
+                    server.stored = server.session.take().map(|s| s.source().clone());
                     server.timer = None;
+                    server.down_since = Some(now);
+                }
+                Timer::Recovery(i) => {
+                    let server = &mut self.servers[i];
+                    server.generation += 1;
+                    server.config.token_key = token_key(self.seed, i, server.generation);
+                    let shelf = server.stored.take().expect("a device down keeps its disk");
+                    server.session = Some(ServerSession::new(server.config.clone(), shelf));
+                    server.downtime += server.down_since.take().map_or(Duration::ZERO, |t| now - t);
+                    self.mark_server(i);
                 }
                 Timer::Placement => self.place()?,
                 Timer::Sample => {

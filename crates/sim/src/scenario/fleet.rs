@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::tree::Tree;
 use super::{Ctx, RawClient, ScenarioError, default_duration, default_repeat, default_seed};
 use super::{Scenario, SourceFile};
-use crate::fleet::{DeviceSpec, FleetSpec, PlacementSpec, ViewerSpec, draw};
+use crate::fleet::{DeviceSpec, FleetSpec, Outage, PlacementSpec, ViewerSpec, draw};
 use crate::link::{LinkConfig, Loss, QueueLimit};
 use crate::units;
 use pcdn_core::player::VideoSpec;
@@ -139,10 +139,21 @@ impl FleetScenario {
                 let upload = f.device_upload.sample(&mut rng).max(1.0) as u64;
                 let delay = Duration::from_secs_f64(f.device_delay.sample(&mut rng).max(0.0));
                 let loss = f.device_loss.sample(&mut rng).clamp(0.0, 1.0);
-                let fail_at = f
-                    .device_uptime
-                    .as_ref()
-                    .map(|d| Duration::from_secs_f64(d.sample(&mut rng).max(0.0)));
+                // Up for an uptime draw, down for a downtime draw, and again, until the run
+                // ends; without a downtime, down for good after the first uptime.
+                let mut outages = Vec::new();
+                if let Some(uptime) = &f.device_uptime {
+                    let mut t = uptime.sample(&mut rng).max(0.0);
+                    while t < self.duration.as_secs_f64() {
+                        let back = f.device_downtime.as_ref().map(|d| t + d.sample(&mut rng).max(1e-3));
+                        outages.push(Outage {
+                            at: Duration::from_secs_f64(t),
+                            back: back.map(Duration::from_secs_f64),
+                        });
+                        let Some(back) = back else { break };
+                        t = back + uptime.sample(&mut rng).max(1e-3);
+                    }
+                }
                 let mut uplink = LinkConfig::fixed(upload, delay).with_queue(queue);
                 if loss > 0.0 {
                     uplink.loss = Loss::Bernoulli(loss);
@@ -154,7 +165,7 @@ impl FleetScenario {
                     uplink,
                     downlink: LinkConfig::fixed(f.access_up_rate.max(1_000_000), delay).with_queue(queue),
                     holds: holds.clone(),
-                    fail_at,
+                    outages,
                 }
             })
             .collect();
@@ -206,6 +217,7 @@ struct Fleet {
     device_delay: Dist,
     device_loss: Dist,
     device_uptime: Option<Dist>,
+    device_downtime: Option<Dist>,
     device_videos: usize,
     device_cache: Dist,
     placement_interval: Duration,
@@ -285,6 +297,7 @@ struct RawFleet {
     #[serde(default = "default_device_loss")]
     device_loss: RawDist,
     device_uptime: Option<RawDist>,
+    device_downtime: Option<RawDist>,
     #[serde(default)]
     device_videos: usize,
     #[serde(default = "default_device_cache")]
@@ -503,6 +516,10 @@ impl Ctx<'_> {
                 Some(d) => Some(dist("fleet.device_uptime", d, Unit::Duration)?),
                 None => None,
             },
+            device_downtime: match &f.device_downtime {
+                Some(d) => Some(dist("fleet.device_downtime", d, Unit::Duration)?),
+                None => None,
+            },
             device_videos: f.device_videos,
             device_cache: dist("fleet.device_cache", &f.device_cache, Unit::Size)?,
             placement_interval: f.placement_interval,
@@ -624,7 +641,22 @@ device_videos = 3
         };
         assert_eq!(rates(&a), rates(&s.spec("none", 7)));
         assert_ne!(rates(&a), rates(&s.spec("top", 8)));
-        assert!(a.devices.iter().all(|d| d.fail_at.is_some()));
+        assert!(
+            a.devices
+                .iter()
+                .all(|d| d.outages.len() <= 1 && d.outages.iter().all(|o| o.back.is_none()))
+        );
+        // With a downtime, devices come back and fail again until the run ends.
+        let churn = parse(&FILE.replace(
+            "device_uptime = { exponential = \"10min\" }",
+            "device_uptime = \"20s\"\ndevice_downtime = \"10s\"",
+        ))
+        .unwrap()
+        .spec("none", 7);
+        let outages = &churn.devices[0].outages;
+        assert_eq!(outages.len(), 4, "{outages:?}");
+        assert_eq!(outages[1].at, Duration::from_secs(50));
+        assert_eq!(outages[1].back, Some(Duration::from_secs(60)));
     }
 
     #[test]
