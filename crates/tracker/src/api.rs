@@ -5,6 +5,7 @@ use crate::error::ApiError;
 use crate::extract::{ContentIdPath, DeviceIdPath, JsonBody, RawBody, ServerCount};
 use crate::metrics::{self, Metrics};
 use crate::model::{self, Load, Lookup, MAX_ANNOUNCED, MAX_LOOKUP_N, Registration, content_hex};
+use crate::quarantine::handlers as quarantine;
 use crate::store::{ManifestPut, Store, unix_millis};
 use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Request, State};
 use axum::handler::Handler;
@@ -44,6 +45,9 @@ pub(crate) struct AppState<S> {
     /// Contents' sizes and bitrates, from their manifests.
     pub catalog: crate::placement::Catalog,
     pub placement: crate::placement::PlacementSettings,
+    pub quarantine: crate::quarantine::QuarantineConfig,
+    /// Devices left out of lookups because distinct clients reported them (smart ban).
+    pub quarantined: crate::quarantine::Quarantined,
 }
 
 pub(crate) type SharedState<S> = Arc<AppState<S>>;
@@ -101,6 +105,14 @@ pub(crate) fn routes<S: Store>() -> Vec<Route<S>> {
         route("/v1/contents/popular", Method::GET, Access::Public, popular::<S>),
         route("/v1/rendezvous", Method::GET, Access::Public, rendezvous_ports::<S>),
         route("/v1/revocations", Method::POST, Access::Operator, revoke::<S>),
+        route("/v1/reports", Method::POST, Access::Public, quarantine::report::<S>),
+        route("/v1/quarantine", Method::GET, Access::Public, quarantine::list::<S>),
+        route(
+            "/v1/quarantine/clear",
+            Method::POST,
+            Access::Operator,
+            quarantine::clear::<S>,
+        ),
         route("/health", Method::GET, Access::Public, health::<S>),
         route("/metrics", Method::GET, Access::Public, metrics_text::<S>),
         route("/openapi.json", Method::GET, Access::Public, openapi),
@@ -574,6 +586,15 @@ async fn servers<S: Store>(
         }
         None => None,
     };
+    let now = unix_millis();
+    if !state.quarantined.is_empty() {
+        found
+            .servers
+            .retain(|device| !state.quarantined.contains(&device.registration.id, now));
+        found
+            .origins
+            .retain(|device| !state.quarantined.contains(&device.registration.id, now));
+    }
     let json = lookup_json(&content, &found, reach.as_ref());
     let response = ([(CONTENT_TYPE, "application/json")], json).into_response();
     state.metrics.observe_lookup(started.elapsed(), found.records_read);

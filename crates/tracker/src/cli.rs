@@ -40,6 +40,12 @@ pub struct TrackerArgs {
     /// Seconds a manifest no live device holds, whose origin is gone, is kept before deletion.
     #[arg(long, value_name = "SECS", default_value_t = StoreLimits::default().orphan_grace.as_secs())]
     pub orphan_grace: u64,
+    /// Distinct clients whose corrupt-data reports quarantine a device (smart ban).
+    #[arg(long, value_name = "N", default_value_t = crate::QuarantineConfig::default().reporters, value_parser = clap::value_parser!(u64).range(1..))]
+    pub quarantine_reporters: u64,
+    /// Seconds a corrupt-data report counts; a quarantine without new reports ends after it.
+    #[arg(long, value_name = "SECS", default_value_t = crate::QuarantineConfig::default().window.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub quarantine_window: u64,
     /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -185,6 +191,11 @@ impl TrackerArgs {
                 interval: Duration::from_secs(self.placement_interval),
                 contents: self.placement_contents,
                 ..PlacementSettings::default()
+            },
+            quarantine: crate::QuarantineConfig {
+                reporters: self.quarantine_reporters,
+                window: Duration::from_secs(self.quarantine_window),
+                ..crate::QuarantineConfig::default()
             },
         })
     }

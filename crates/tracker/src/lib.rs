@@ -15,6 +15,8 @@
 //! # }
 //! ```
 
+#![recursion_limit = "256"]
+
 mod api;
 mod auth;
 mod cli;
@@ -25,6 +27,7 @@ mod model;
 mod openapi;
 mod placement;
 mod popularity;
+mod quarantine;
 mod ratelimit;
 mod rendezvous;
 mod server;
@@ -36,6 +39,7 @@ pub use cli::{TrackerArgs, run};
 pub use pcdn_identity::ed25519_dalek::VerifyingKey;
 pub use pcdn_placement::PlacementConfig;
 pub use placement::PlacementSettings;
+pub use quarantine::QuarantineConfig;
 pub use ratelimit::{Rate, RateLimits};
 pub use rendezvous::{RendezvousTimings, UdpConfig};
 pub use server::{HttpLimits, raise_fd_limit};
@@ -177,6 +181,8 @@ pub struct TrackerConfig {
     pub popularity_half_life: Duration,
     /// Which placement policy runs, how often, on how many contents.
     pub placement: PlacementSettings,
+    /// When clients' corrupt-data reports quarantine a device.
+    pub quarantine: QuarantineConfig,
 }
 
 impl fmt::Debug for TrackerConfig {
@@ -195,6 +201,7 @@ impl fmt::Debug for TrackerConfig {
             .field("udp", &self.udp)
             .field("popularity_half_life", &self.popularity_half_life)
             .field("placement", &self.placement)
+            .field("quarantine", &self.quarantine)
             .finish()
     }
 }
@@ -225,6 +232,7 @@ impl TrackerConfig {
             rendezvous_timings: RendezvousTimings::default(),
             popularity_half_life: Self::DEFAULT_POPULARITY_HALF_LIFE,
             placement: PlacementSettings::default(),
+            quarantine: QuarantineConfig::default(),
         }
     }
 
@@ -252,6 +260,7 @@ impl TrackerConfig {
             );
         }
         self.placement.validate()?;
+        self.quarantine.validate()?;
         self.http.validate()?;
         self.rate_limits.validate()?;
         Ok(())
@@ -404,6 +413,8 @@ async fn run_server<S: Store>(
         half_life_ms: store::ttl_millis(config.popularity_half_life),
         catalog: placement::Catalog::default(),
         placement: config.placement.clone(),
+        quarantine: config.quarantine.clone(),
+        quarantined: quarantine::Quarantined::default(),
     });
     let sweeper = tokio::spawn(sweep_forever(Arc::clone(&state), sweep_interval(config.ttl)));
     let counter = tokio::spawn(placement::count_forever(Arc::clone(&state)));
@@ -467,6 +478,7 @@ async fn sweep_forever<S: Store>(state: Arc<AppState<S>>, interval: Duration) {
             Ok(deleted) => tracing::info!(deleted, "orphaned manifests deleted"),
             Err(error) => tracing::warn!(%error, "sweeping orphaned manifests failed"),
         }
+        quarantine::refresh(&state, now).await;
         if let Ok(live) = state.store.live_devices(now).await {
             state.metrics.set_live_devices(live);
         }

@@ -113,6 +113,8 @@ pub(crate) struct Metrics {
     placement_rounds: Counter,
     placement_moves: Counter,
     placed_devices: Gauge,
+    quarantined_devices: Gauge,
+    reports: Counter,
 }
 
 impl Metrics {
@@ -201,7 +203,21 @@ impl Metrics {
             "devices given an assignment by this instance's last placement round",
             placed_devices.clone(),
         );
+        let quarantined_devices = Gauge::default();
+        registry.register(
+            "quarantined_devices",
+            "devices left out of lookups because distinct clients reported them for corrupt data",
+            quarantined_devices.clone(),
+        );
+        let reports = Counter::default();
+        registry.register(
+            "reports",
+            "corrupt-data reports (POST /v1/reports) accepted",
+            reports.clone(),
+        );
         Metrics {
+            quarantined_devices,
+            reports,
             content_lookups,
             content_demand,
             untallied_lookups,
@@ -273,6 +289,14 @@ impl Metrics {
                 self.content_demand.get_or_create(&labels).set(demand);
             }
         }
+    }
+
+    pub fn set_quarantined(&self, devices: u64) {
+        self.quarantined_devices.set(i64::try_from(devices).unwrap_or(i64::MAX));
+    }
+
+    pub fn count_report(&self) {
+        self.reports.inc();
     }
 
     pub fn count_untallied_lookup(&self) {

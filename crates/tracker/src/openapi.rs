@@ -202,6 +202,42 @@ pub(crate) fn document() -> Value {
                     }
                 }
             },
+            "/v1/reports": {
+                "post": {
+                    "operationId": "reportDevice",
+                    "summary": "A client banned this device for corrupt data (smart ban); devices reported by enough distinct clients are quarantined",
+                    "requestBody": json_body("Report"),
+                    "responses": {
+                        "200": json_response("counted", "Reported"),
+                        "400": bad_request,
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/quarantine": {
+                "get": {
+                    "operationId": "listQuarantine",
+                    "summary": "The devices left out of lookups because distinct clients reported them",
+                    "responses": {
+                        "200": json_response("the quarantined devices", "Quarantine"),
+                        "503": unavailable
+                    }
+                }
+            },
+            "/v1/quarantine/clear": {
+                "post": {
+                    "operationId": "clearQuarantine",
+                    "summary": "Operator only: forget every report of the device, ending its quarantine",
+                    "security": operator,
+                    "requestBody": json_body("Revocation"),
+                    "responses": {
+                        "200": json_response("cleared", "Cleared"),
+                        "400": bad_request,
+                        "401": unauthorized,
+                        "503": unavailable
+                    }
+                }
+            },
             "/health": {
                 "get": {
                     "operationId": "health",
@@ -402,6 +438,44 @@ pub(crate) fn document() -> Value {
                         "id": {"$ref": "#/components/schemas/DeviceId"},
                         "revoked_before_ms": {"type": "integer", "format": "int64", "description": "credentials issued before this instant (Unix ms) are refused"},
                         "removed": {"type": "boolean", "description": "whether a live registration was removed"}
+                    }
+                },
+                "Report": {
+                    "type": "object", "required": ["device", "content", "reason"], "additionalProperties": false,
+                    "properties": {
+                        "device": {"$ref": "#/components/schemas/DeviceId"},
+                        "content": {"type": "string", "description": "the content id (64 hex digits) whose data was corrupt"},
+                        "reason": {"type": "string", "enum": ["corrupt"]}
+                    }
+                },
+                "Reported": {
+                    "type": "object", "required": ["device", "reporters", "quarantined"],
+                    "properties": {
+                        "device": {"$ref": "#/components/schemas/DeviceId"},
+                        "reporters": {"type": "integer", "description": "distinct clients that reported it within the window"},
+                        "quarantined": {"type": "boolean"}
+                    }
+                },
+                "Quarantine": {
+                    "type": "object", "required": ["reporters_needed", "window_secs", "devices"],
+                    "properties": {
+                        "reporters_needed": {"type": "integer"},
+                        "window_secs": {"type": "integer"},
+                        "devices": {"type": "array", "items": {
+                            "type": "object", "required": ["id", "reporters", "until_ms"],
+                            "properties": {
+                                "id": {"$ref": "#/components/schemas/DeviceId"},
+                                "reporters": {"type": "integer"},
+                                "until_ms": {"type": "integer", "format": "int64", "description": "the quarantine ends then (Unix ms) without new reports"}
+                            }
+                        }}
+                    }
+                },
+                "Cleared": {
+                    "type": "object", "required": ["id", "cleared"],
+                    "properties": {
+                        "id": {"$ref": "#/components/schemas/DeviceId"},
+                        "cleared": {"type": "boolean", "description": "whether the device had reports"}
                     }
                 },
                 "Health": {

@@ -189,11 +189,14 @@ impl Class {
         if !route.starts_with("/v1/") {
             return None;
         }
-        Some(if method == Method::GET || method == Method::HEAD {
-            Class::Lookup
-        } else {
-            Class::Write
-        })
+        // Reports come from clients, as lookups do, and cost a store write each like them.
+        Some(
+            if method == Method::GET || method == Method::HEAD || route == "/v1/reports" {
+                Class::Lookup
+            } else {
+                Class::Write
+            },
+        )
     }
 
     fn name(self) -> &'static str {
@@ -338,6 +341,7 @@ mod tests {
             Some(Class::Lookup)
         );
         assert_eq!(Class::of(&Method::POST, Some("/v1/devices")), Some(Class::Write));
+        assert_eq!(Class::of(&Method::POST, Some("/v1/reports")), Some(Class::Lookup));
         assert_eq!(
             Class::of(&Method::from_bytes(b"BREW").unwrap(), Some("/v1/devices")),
             Some(Class::Write)

@@ -104,7 +104,7 @@ async fn garbage_to_every_route_is_a_4xx_json_error() {
             });
         }
     }
-    assert_eq!(operations.len(), 13);
+    assert_eq!(operations.len(), 16);
 
     let mut checked = 0;
     for operation in &operations {

@@ -158,6 +158,29 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// The device's assignment from the last placement round that placed it, if any.
     fn assignment(&self, id: &str) -> impl Future<Output = Result<Option<Vec<ContentId>>, StoreError>> + Send;
 
+    /// Records that `reporter` (a client's source address) reported device `id` for corrupt
+    /// data at `now_ms` (a reporter counts once per device: its newest report), forgets the
+    /// device's reports older than `window_ms` and all but its newest `max_reporters`, and
+    /// returns the times (Unix ms) of the device's remaining reports, newest first.
+    fn report(
+        &self,
+        id: &str,
+        reporter: &str,
+        now_ms: u64,
+        window_ms: u64,
+        max_reporters: usize,
+    ) -> impl Future<Output = Result<Vec<u64>, StoreError>> + Send;
+
+    /// Every reported device with the times of its reports within `window_ms`, newest first.
+    fn reports(
+        &self,
+        now_ms: u64,
+        window_ms: u64,
+    ) -> impl Future<Output = Result<Vec<(String, Vec<u64>)>, StoreError>> + Send;
+
+    /// Forgets every report of `id` (the operator cleared its quarantine); whether there were any.
+    fn clear_reports(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Whether this instance runs the placement round starting now: true for at most one
     /// instance per `hold_ms` (a lease in Redis; SQLite has one instance).
     fn lead_round(&self, hold_ms: u64, now_ms: u64) -> impl Future<Output = Result<bool, StoreError>> + Send;

@@ -31,6 +31,9 @@
 //!   with the device; `assign:{id}`: its assignment (32-byte content ids concatenated), and
 //!   `assigned`: the set of devices that have one; `placement-lead`: the lease of the instance
 //!   that runs the current placement round.
+//! - `reports:{id}`: sorted set of the client addresses that reported the device for corrupt
+//!   data → when (Unix ms), at most `max_reporters`, expiring a window after the last report;
+//!   `reported`: sorted set of reported device ids → their last report (smart-ban quarantine).
 //! - `nonce:{replay key hex}`: a signed request seen recently, expiring when its timestamp
 //!   leaves the clock window; `SET NX` makes "first to see it" atomic across instances.
 //!
@@ -54,6 +57,8 @@ mod scripts;
 use scripts::*;
 
 const DEVICE_PREFIX: &str = "pcdn:dev:";
+const REPORTS_PREFIX: &str = "pcdn:reports:";
+const REPORTED_KEY: &str = "pcdn:reported";
 const CONTENTS_PREFIX: &str = "pcdn:contents:";
 const HOLDERS_PREFIX: &str = "pcdn:holders:";
 const MANIFEST_PREFIX: &str = "pcdn:manifest:";
@@ -593,6 +598,66 @@ impl Store for RedisStore {
     async fn assignment(&self, id: &str) -> Result<Option<Vec<ContentId>>, StoreError> {
         let bytes: Option<Vec<u8>> = self.connection().get(format!("{ASSIGN_PREFIX}{id}")).await?;
         bytes.as_deref().map(decode_contents).transpose()
+    }
+
+    async fn report(
+        &self,
+        id: &str,
+        reporter: &str,
+        now_ms: u64,
+        window_ms: u64,
+        max_reporters: usize,
+    ) -> Result<Vec<u64>, StoreError> {
+        let key = format!("{REPORTS_PREFIX}{id}");
+        let since = now_ms.saturating_sub(window_ms);
+        let (times,): (Vec<(String, u64)>,) = redis::pipe()
+            .atomic()
+            .zadd(&key, reporter, now_ms)
+            .ignore()
+            .zrembyscore(&key, "-inf", since)
+            .ignore()
+            .zremrangebyrank(&key, 0, -(max_reporters.max(1) as isize) - 1)
+            .ignore()
+            .pexpire(&key, window_ms.max(1) as i64)
+            .ignore()
+            .zadd(REPORTED_KEY, id, now_ms)
+            .ignore()
+            .zrembyscore(REPORTED_KEY, "-inf", since)
+            .ignore()
+            .zrevrange_withscores(&key, 0, -1)
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(times.into_iter().map(|(_, at)| at).collect())
+    }
+
+    async fn reports(&self, now_ms: u64, window_ms: u64) -> Result<Vec<(String, Vec<u64>)>, StoreError> {
+        let since = now_ms.saturating_sub(window_ms);
+        let mut connection = self.connection();
+        let ids: Vec<String> = connection
+            .zrangebyscore(REPORTED_KEY, format!("({since}"), "+inf")
+            .await?;
+        let mut reports = Vec::with_capacity(ids.len());
+        for id in ids {
+            let times: Vec<(String, u64)> = connection
+                .zrevrangebyscore_withscores(format!("{REPORTS_PREFIX}{id}"), "+inf", format!("({since}"))
+                .await?;
+            if !times.is_empty() {
+                reports.push((id, times.into_iter().map(|(_, at)| at).collect()));
+            }
+        }
+        reports.sort();
+        Ok(reports)
+    }
+
+    async fn clear_reports(&self, id: &str) -> Result<bool, StoreError> {
+        let (deleted,): (u64,) = redis::pipe()
+            .atomic()
+            .del(format!("{REPORTS_PREFIX}{id}"))
+            .zrem(REPORTED_KEY, id)
+            .ignore()
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(deleted > 0)
     }
 
     async fn lead_round(&self, hold_ms: u64, _now_ms: u64) -> Result<bool, StoreError> {

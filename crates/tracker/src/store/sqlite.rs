@@ -562,6 +562,77 @@ impl Store for SqliteStore {
         Ok(lock(&self.inner.placement).assignments.get(id).cloned())
     }
 
+    async fn report(
+        &self,
+        id: &str,
+        reporter: &str,
+        now_ms: u64,
+        window_ms: u64,
+        max_reporters: usize,
+    ) -> Result<Vec<u64>, StoreError> {
+        let (id, reporter) = (id.to_owned(), reporter.to_owned());
+        self.blocking(move |inner| {
+            let writer = lock(&inner.writer);
+            let since = now_ms.saturating_sub(window_ms) as i64;
+            writer
+                .prepare_cached("DELETE FROM reports WHERE at_ms <= ?1")?
+                .execute(params![since])?;
+            writer
+                .prepare_cached(
+                    "INSERT INTO reports (device, reporter, at_ms) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (device, reporter) DO UPDATE SET at_ms = excluded.at_ms",
+                )?
+                .execute(params![id, reporter, now_ms as i64])?;
+            writer
+                .prepare_cached(
+                    "DELETE FROM reports WHERE device = ?1 AND reporter NOT IN
+                     (SELECT reporter FROM reports WHERE device = ?1 ORDER BY at_ms DESC LIMIT ?2)",
+                )?
+                .execute(params![id, max_reporters as i64])?;
+            let times = writer
+                .prepare_cached("SELECT at_ms FROM reports WHERE device = ?1 ORDER BY at_ms DESC")?
+                .query_map(params![id], |row| row.get::<_, i64>(0))?
+                .map(|at| at.map(|at| at as u64))
+                .collect::<Result<Vec<u64>, _>>()?;
+            Ok(times)
+        })
+        .await
+    }
+
+    async fn reports(&self, now_ms: u64, window_ms: u64) -> Result<Vec<(String, Vec<u64>)>, StoreError> {
+        self.blocking(move |inner| {
+            let writer = lock(&inner.writer);
+            let since = now_ms.saturating_sub(window_ms) as i64;
+            let rows = writer
+                .prepare_cached("SELECT device, at_ms FROM reports WHERE at_ms > ?1 ORDER BY device, at_ms DESC")?
+                .query_map(params![since], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut reports: Vec<(String, Vec<u64>)> = Vec::new();
+            for (device, at) in rows {
+                match reports.last_mut() {
+                    Some((last, times)) if *last == device => times.push(at),
+                    _ => reports.push((device, vec![at])),
+                }
+            }
+            Ok(reports)
+        })
+        .await
+    }
+
+    async fn clear_reports(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.blocking(move |inner| {
+            let writer = lock(&inner.writer);
+            Ok(writer
+                .prepare_cached("DELETE FROM reports WHERE device = ?1")?
+                .execute(params![id])?
+                > 0)
+        })
+        .await
+    }
+
     async fn lead_round(&self, _hold_ms: u64, _now_ms: u64) -> Result<bool, StoreError> {
         // One SQLite file belongs to one tracker process.
         Ok(true)

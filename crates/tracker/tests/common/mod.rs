@@ -194,7 +194,7 @@ impl Api {
         let device = match &self.signer {
             Signer::Nobody => return None,
             Signer::Device(id) => id.clone(),
-            Signer::Auto if path.starts_with("/v1/revocations") => {
+            Signer::Auto if path.starts_with("/v1/revocations") || path.starts_with("/v1/quarantine/clear") => {
                 return Some(request::operator_authorization(
                     &operator(),
                     method.as_str(),

@@ -31,6 +31,13 @@ CREATE TABLE IF NOT EXISTS generations (
     id TEXT PRIMARY KEY NOT NULL,
     generation INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS reports (
+    device TEXT NOT NULL,
+    reporter TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    PRIMARY KEY (device, reporter)
+);
+CREATE INDEX IF NOT EXISTS reports_at ON reports (at_ms);
 CREATE TABLE IF NOT EXISTS revocations (
     id TEXT PRIMARY KEY NOT NULL,
     before_ms INTEGER NOT NULL
