@@ -201,6 +201,24 @@ fn an_edge_serving_corrupt_data_is_banned_and_the_file_is_still_right() {
             "{good} banned: {report}"
         );
     }
+
+    // pcdn fetch reported edge-2 to the tracker (smart ban): two more clients, from other
+    // loopback addresses, make the three distinct reporters that quarantine it.
+    let body = format!(
+        r#"{{"device":"edge-2","content":"{}","reason":"corrupt"}}"#,
+        stack.content
+    );
+    let (status, second) = common::http_post_from([127, 0, 0, 2].into(), stack.tracker_addr, "/v1/reports", &body);
+    assert_eq!(status, 200, "{second}");
+    assert!(
+        second.contains(r#""reporters":2"#),
+        "the fetch's report counts: {second}"
+    );
+    let (_, third) = common::http_post_from([127, 0, 0, 3].into(), stack.tracker_addr, "/v1/reports", &body);
+    assert!(third.contains(r#""quarantined":true"#), "{third}");
+    let (_, servers) =
+        common::http_get(stack.tracker_addr, &format!("/v1/contents/{}/servers", stack.content)).unwrap();
+    assert!(!servers.contains("edge-2") && servers.contains("edge-1"), "{servers}");
 }
 
 #[test]

@@ -47,6 +47,10 @@ pub use report::{FetchReport, PathReport};
 const READ_CHUNK: usize = 1 << 20;
 /// How often the progress line is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// Longest wait for the tracker to take one corrupt-data report after the download: a report
+/// is one small request, and the fetch is already done.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Least time between two tracker lookups made because paths failed.
 const REQUERY_EVERY: Duration = Duration::from_secs(5);
 /// HELLOs before a silent server's path fails: sent 1, 2, 4 and 8 s apart (RFC 6298 §2.1's
@@ -419,11 +423,31 @@ pub async fn download(
     sink: impl FnMut(&[u8]) -> Result<(), FetchError>,
 ) -> Result<FetchReport, FetchError> {
     let started = prepared.started;
+    let tracker = prepared.tracker.clone();
     let report = drive(config, prepared, sink).await?;
+    if let Some(tracker) = tracker {
+        report_banned(&tracker, config.content, &report).await;
+    }
     Ok(FetchReport {
         elapsed_s: started.elapsed().as_secs_f64(),
         ..report
     })
+}
+
+/// Reports to the tracker every device the download banned for corrupt data (smart ban), so
+/// that it can quarantine devices several clients banned. Best effort: a failed report is
+/// logged and never fails the fetch. Servers given by address (`--server`) have no device id
+/// and are not reported.
+async fn report_banned(tracker: &TrackerClient, content: ContentId, report: &FetchReport) {
+    for path in report.paths.iter().filter(|p| p.banned && p.name != p.addr) {
+        // Bounded: a tracker that does not answer must not hold the finished fetch up.
+        let sent = tokio::time::timeout(REPORT_TIMEOUT, tracker.report_corrupt(&path.name, &content)).await;
+        match sent {
+            Ok(Ok(())) => tracing::info!(device = %path.name, "reported the device to the tracker for corrupt data"),
+            Ok(Err(error)) => tracing::warn!(device = %path.name, %error, "reporting a corrupt device failed"),
+            Err(_) => tracing::warn!(device = %path.name, "reporting a corrupt device timed out"),
+        }
+    }
 }
 
 fn random_seed() -> u64 {

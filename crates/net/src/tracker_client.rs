@@ -328,6 +328,16 @@ impl TrackerClient {
         decode_json("POST", &self.url_of(path), response).await
     }
 
+    /// `POST /v1/reports`: this client banned device `id` for corrupt data of `content` (smart
+    /// ban); the tracker quarantines a device that enough distinct clients report.
+    pub async fn report_corrupt(&self, id: &str, content: &ContentId) -> Result<(), TrackerError> {
+        let path = "/v1/reports";
+        let body = serde_json::json!({ "device": id, "content": content_id_hex(content), "reason": "corrupt" });
+        let response = self.send("POST", path, Some(json_bytes(&body)), Auth::Public).await?;
+        let _: serde_json::Value = decode_json("POST", &self.url_of(path), response).await?;
+        Ok(())
+    }
+
     /// `POST /v1/devices/{id}/heartbeat`; a 404, or another generation than the
     /// registration's, means the device must register again.
     pub async fn heartbeat(&self, id: &str, heartbeat: &Heartbeat) -> Result<HeartbeatReply, TrackerError> {

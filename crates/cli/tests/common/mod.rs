@@ -155,6 +155,35 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// A JSON POST over HTTP/1.0 from the loopback address `source` (127.0.0.x: another client to
+/// the tracker, which tells clients apart by source address): the status and the body.
+pub fn http_post_from(source: std::net::Ipv4Addr, addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((source, 0))).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut raw))
+            .await
+            .expect("the tracker answers within 30 s")
+            .unwrap();
+        let response = String::from_utf8_lossy(&raw).into_owned();
+        let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        (status, body)
+    })
+}
+
 /// A GET over HTTP/1.0 for binary bodies: the status, the head's lines and the body bytes.
 pub fn http_get_bytes(addr: SocketAddr, path: &str, extra_headers: &str) -> (u16, String, Vec<u8>) {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
