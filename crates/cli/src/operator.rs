@@ -51,6 +51,18 @@ enum OperatorCommand {
         #[arg(long, value_name = "URL")]
         tracker: String,
     },
+    /// End a device's quarantine at the tracker: forget every corrupt-data report of it, so
+    /// that it is listed in lookups again.
+    Clear {
+        /// The operator directory (from `pcdn operator init`).
+        dir: PathBuf,
+        /// The quarantined device id.
+        #[arg(long)]
+        id: String,
+        /// The tracker's base URL, e.g. http://127.0.0.1:7800.
+        #[arg(long, value_name = "URL")]
+        tracker: String,
+    },
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
@@ -91,6 +103,24 @@ pub fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 format_unix_secs(not_after),
                 output.display()
             );
+            Ok(())
+        }
+        OperatorCommand::Clear { dir, id, tracker } => {
+            pcdn_identity::check_device_id(&id)
+                .map_err(anyhow::Error::msg)
+                .context("--id")?;
+            let operator = files::read_operator_key(&dir)?;
+            let client = TrackerClient::new(&tracker, None)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the tokio runtime")?;
+            let cleared = runtime.block_on(client.clear_quarantine(&operator, &id))?;
+            if cleared {
+                println!("cleared {id} at {tracker}: its reports are forgotten and it is listed again");
+            } else {
+                println!("{id} had no reports at {tracker}: nothing to clear");
+            }
             Ok(())
         }
         OperatorCommand::Revoke { dir, id, tracker } => {

@@ -296,3 +296,31 @@ fn an_unreachable_advertised_address_stops_serving_with_status_2() {
         "{stderr}"
     );
 }
+
+/// Three clients (127.0.0.1-3) report a device for corrupt data: it is quarantined;
+/// `pcdn operator clear` ends the quarantine.
+#[test]
+fn the_operator_clears_a_quarantine() {
+    let (dir, tracker_addr, _tracker) = operator_and_tracker();
+    let body = r#"{"device":"edge-9","content":"0000000000000000000000000000000000000000000000000000000000000001","reason":"corrupt"}"#;
+    for last in 1..=3 {
+        let (status, answer) = common::http_post_from([127, 0, 0, last].into(), tracker_addr, "/v1/reports", body);
+        assert_eq!(status, 200, "{answer}");
+    }
+    let quarantined = || http_get(tracker_addr, "/v1/quarantine").unwrap().1;
+    assert!(quarantined().contains("edge-9"), "{}", quarantined());
+
+    let output = pcdn()
+        .args(["operator", "clear"])
+        .arg(operator_dir(dir.path()))
+        .args(["--id", "edge-9", "--tracker", &format!("http://{tracker_addr}")])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("cleared edge-9"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!quarantined().contains("edge-9"), "{}", quarantined());
+}

@@ -338,6 +338,16 @@ impl TrackerClient {
         Ok(())
     }
 
+    /// `POST /v1/quarantine/clear`, signed with the operator key: the tracker forgets every
+    /// corrupt-data report of `id`, ending its quarantine; whether it had any.
+    pub async fn clear_quarantine(&self, operator: &OperatorKey, id: &str) -> Result<bool, TrackerError> {
+        let path = "/v1/quarantine/clear";
+        let body = json_bytes(&serde_json::json!({ "id": id }));
+        let response = self.send("POST", path, Some(body), Auth::Operator(operator)).await?;
+        let cleared: serde_json::Value = decode_json("POST", &self.url_of(path), response).await?;
+        Ok(cleared["cleared"].as_bool().unwrap_or(false))
+    }
+
     /// `POST /v1/devices/{id}/heartbeat`; a 404, or another generation than the
     /// registration's, means the device must register again.
     pub async fn heartbeat(&self, id: &str, heartbeat: &Heartbeat) -> Result<HeartbeatReply, TrackerError> {
