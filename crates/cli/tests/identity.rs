@@ -302,9 +302,22 @@ fn an_unreachable_advertised_address_stops_serving_with_status_2() {
 #[test]
 fn the_operator_clears_a_quarantine() {
     let (dir, tracker_addr, _tracker) = operator_and_tracker();
-    let body = r#"{"device":"edge-9","content":"0000000000000000000000000000000000000000000000000000000000000001","reason":"corrupt"}"#;
+    // A live edge holding a content: only a device a lookup lists can be reported.
+    let credential = enroll(dir.path(), "edge-9", "edge");
+    let file = dir.path().join("sample.bin");
+    std::fs::write(&file, vec![9u8; 200_000]).unwrap();
+    let store = dir.path().join("edge-9-store");
+    let content = common::add(&[file.as_os_str()], &store);
+    let mut edge = Proc::spawn(
+        "edge-9",
+        &mut serve_command(&store, &format!("http://{tracker_addr}"), &credential),
+    );
+    wait_until("the tracker lists edge-9", || {
+        listed(tracker_addr, &content).contains(&"edge-9".to_owned())
+    });
+    let body = format!(r#"{{"device":"edge-9","content":"{content}","reason":"corrupt"}}"#);
     for last in 1..=3 {
-        let (status, answer) = common::http_post_from([127, 0, 0, last].into(), tracker_addr, "/v1/reports", body);
+        let (status, answer) = common::http_post_from([127, 0, 0, last].into(), tracker_addr, "/v1/reports", &body);
         assert_eq!(status, 200, "{answer}");
     }
     let quarantined = || http_get(tracker_addr, "/v1/quarantine").unwrap().1;
@@ -323,4 +336,5 @@ fn the_operator_clears_a_quarantine() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!quarantined().contains("edge-9"), "{}", quarantined());
+    edge.terminate();
 }

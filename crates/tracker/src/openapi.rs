@@ -210,6 +210,7 @@ pub(crate) fn document() -> Value {
                     "responses": {
                         "200": json_response("counted", "Reported"),
                         "400": bad_request,
+                        "404": error_response("unknown_holder: no lookup of the content lists this device"),
                         "503": unavailable
                     }
                 }

@@ -168,7 +168,8 @@ pub(crate) mod handlers {
         JsonBody(report): JsonBody<Report>,
     ) -> Result<Json<Reported>, ApiError> {
         model::check_device_id(&report.device).map_err(|error| ApiError::invalid_field("device", error))?;
-        model::parse_content_id(&report.content).map_err(|error| ApiError::invalid_field("content", error))?;
+        let content =
+            model::parse_content_id(&report.content).map_err(|error| ApiError::invalid_field("content", error))?;
         if report.reason != "corrupt" {
             return Err(ApiError::invalid_field(
                 "reason",
@@ -176,6 +177,25 @@ pub(crate) mod handlers {
             ));
         }
         let now = unix_millis();
+        // Only a device a lookup of the content lists can have been banned by a client, so
+        // reports of anything else are refused: the store keeps reports for listed devices
+        // only, not for whatever ids a source makes up.
+        let found = state.store.lookup(content, model::MAX_LOOKUP_N, now).await?;
+        if !found
+            .servers
+            .iter()
+            .chain(&found.origins)
+            .any(|d| d.registration.id == report.device)
+        {
+            return Err(ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "unknown_holder",
+                format!(
+                    "device {:?} is not a live holder of content {}: only a device a lookup lists can be reported",
+                    report.device, report.content
+                ),
+            ));
+        }
         let config = &state.quarantine;
         let reporter = peer.ip().to_canonical().to_string();
         let times = state

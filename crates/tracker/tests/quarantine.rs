@@ -97,6 +97,20 @@ async fn distinct_clients_quarantine_and_one_client_does_not(store: StoreUrl) {
         .expect_error(400, "invalid_field");
     assert!(String::from_utf8_lossy(&bad.bytes).contains("reason"), "{bad:?}");
 
+    // Only a device a lookup of the content lists can be reported.
+    let unknown = api
+        .call(
+            Method::POST,
+            "/v1/reports",
+            Some(json!({"device": "made-up-edge", "content": content, "reason": "corrupt"})),
+        )
+        .await
+        .expect_error(404, "unknown_holder");
+    assert!(
+        String::from_utf8_lossy(&unknown.bytes).contains("made-up-edge"),
+        "{unknown:?}"
+    );
+
     // Clearing needs the operator's signature, and ends the quarantine.
     api.unsigned()
         .call(Method::POST, "/v1/quarantine/clear", Some(json!({"id": "bad-edge"})))
