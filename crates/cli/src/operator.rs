@@ -106,15 +106,7 @@ pub fn run(args: OperatorArgs) -> anyhow::Result<()> {
             Ok(())
         }
         OperatorCommand::Clear { dir, id, tracker } => {
-            pcdn_identity::check_device_id(&id)
-                .map_err(anyhow::Error::msg)
-                .context("--id")?;
-            let operator = files::read_operator_key(&dir)?;
-            let client = TrackerClient::new(&tracker, None)?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("starting the tokio runtime")?;
+            let (operator, client, runtime) = operator_request(&dir, &id, &tracker)?;
             let cleared = runtime.block_on(client.clear_quarantine(&operator, &id))?;
             if cleared {
                 println!("cleared {id} at {tracker}: its reports are forgotten and it is listed again");
@@ -124,15 +116,7 @@ pub fn run(args: OperatorArgs) -> anyhow::Result<()> {
             Ok(())
         }
         OperatorCommand::Revoke { dir, id, tracker } => {
-            pcdn_identity::check_device_id(&id)
-                .map_err(anyhow::Error::msg)
-                .context("--id")?;
-            let operator = files::read_operator_key(&dir)?;
-            let client = TrackerClient::new(&tracker, None)?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("starting the tokio runtime")?;
+            let (operator, client, runtime) = operator_request(&dir, &id, &tracker)?;
             let revoked = runtime.block_on(client.revoke(&operator, &id))?;
             println!(
                 "revoked {} at {}: its credentials issued before {} are refused{}",
@@ -148,4 +132,23 @@ pub fn run(args: OperatorArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// What an operator's signed request to the tracker needs: the checked `--id`, the operator
+/// key of `dir`, a client of `tracker` and a runtime to wait on it.
+fn operator_request(
+    dir: &std::path::Path,
+    id: &str,
+    tracker: &str,
+) -> anyhow::Result<(pcdn_identity::OperatorKey, TrackerClient, tokio::runtime::Runtime)> {
+    pcdn_identity::check_device_id(id)
+        .map_err(anyhow::Error::msg)
+        .context("--id")?;
+    let operator = files::read_operator_key(dir)?;
+    let client = TrackerClient::new(tracker, None)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    Ok((operator, client, runtime))
 }
