@@ -3,6 +3,7 @@
 
 mod fleet;
 mod plot;
+mod random;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -56,12 +57,36 @@ pub struct SimArgs {
     /// SCHEDULER) and its 95 % confidence interval, `*` where the interval excludes zero.
     #[arg(long, value_name = "SCHEDULER", conflicts_with = "json")]
     against: Option<String>,
+    /// The generalization suite: draw N random worlds (2-8 servers, 0.5-100 Mbit/s, 2-250 ms,
+    /// random and bursty loss, jitter, reordering, traces, shared bottlenecks, upload caps,
+    /// failures; whole downloads, segmented ones and videos; docs/scenarios.md, "Random
+    /// worlds"), run every scheduler on each, and print the scorecard: per scheduler, the
+    /// worlds where it is best, level with the best (95 % interval) or behind, and its worst
+    /// worlds. World i has seed `--seed` + i (default 1); `--random 1 --seed X` rebuilds world
+    /// X alone. `--cc` picks the controls (default: the default one), `--repeat` the runs per
+    /// world (default 5).
+    #[arg(long, value_name = "N", conflicts_with_all = ["file", "plot", "against", "points", "runs"])]
+    random: Option<u64>,
+    /// With --random: the same worlds in miniature (contents of at most 1.5 MB, videos of 3-6 s,
+    /// 3 runs), for tests and a first look.
+    #[arg(long, requires = "random")]
+    quick: bool,
+    /// With --random: write each world as a scenario file `world-SEED.toml` into DIR
+    /// (`pcdn sim DIR/world-SEED.toml` gives its rows).
+    #[arg(long, value_name = "DIR", requires = "random")]
+    write_worlds: Option<PathBuf>,
+    /// With --random: only this scheduler (repeatable); default: every scheduler of `--list`.
+    #[arg(long = "scheduler", value_name = "NAME", requires = "random")]
+    schedulers: Vec<String>,
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.list {
         print_list();
         return Ok(());
+    }
+    if let Some(count) = args.random {
+        return random::run(&args, count);
     }
     let mut scenario = match &args.file {
         Some(path) => match AnyScenario::load(path)? {

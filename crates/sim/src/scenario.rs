@@ -9,7 +9,9 @@
 mod fleet;
 mod fleet_runner;
 mod paired;
+pub mod random;
 mod runner;
+pub mod scorecard;
 mod tree;
 
 use std::collections::HashMap;
