@@ -449,7 +449,10 @@ async fn put_manifest<S: Store>(
         .put_manifest(content, manifest.signer, bytes, unix_millis())
         .await?
     {
-        ManifestPut::Stored => Ok(StatusCode::NO_CONTENT),
+        ManifestPut::Stored => {
+            state.catalog.remember(content, &manifest.manifest);
+            Ok(StatusCode::NO_CONTENT)
+        }
         ManifestPut::SignerConflict { stored } => Err(ApiError::new(
             StatusCode::CONFLICT,
             "manifest_conflict",
@@ -570,7 +573,12 @@ async fn servers<S: Store>(
     if !state.tally.count(content) {
         state.metrics.count_untallied_lookup();
     }
-    let mut found = state.store.lookup(content, n, unix_millis()).await?;
+    // What the viewer is expected to draw from the servers listed, until their heartbeats say.
+    let charge_bps = match state.catalog.cached(&content) {
+        Some(info) if info.bitrate_bps > 0 => info.bitrate_bps,
+        _ => state.limits.spread.session_bps,
+    };
+    let mut found = state.store.lookup(content, n, charge_bps, unix_millis()).await?;
     let reach = match &state.rendezvous {
         Some(rendezvous) => {
             let mut reach = rendezvous.apply(&mut found, punch);
@@ -578,7 +586,8 @@ async fn servers<S: Store>(
             let left_out = reach.unreachable.len();
             if left_out > 0 && found.servers.len() == n - left_out.min(n) && n < MAX_LOOKUP_N {
                 let wider = (n + left_out).min(MAX_LOOKUP_N);
-                found = state.store.lookup(content, wider, unix_millis()).await?;
+                // Uncharged: the first lookup charged what it listed.
+                found = state.store.lookup(content, wider, 0, unix_millis()).await?;
                 reach = rendezvous.apply(&mut found, punch);
                 found.servers.truncate(n);
             }

@@ -40,6 +40,16 @@ pub struct TrackerArgs {
     /// Seconds a manifest no live device holds, whose origin is gone, is kept before deletion.
     #[arg(long, value_name = "SECS", default_value_t = StoreLimits::default().orphan_grace.as_secs())]
     pub orphan_grace: u64,
+    /// Free upload (bit/s) below which a device is at its cap: lookups leave it out while
+    /// another holder of the content has room [default: 250 kbit/s]; 0: never.
+    #[arg(long, value_name = "BPS", default_value_t = crate::Spread::default().min_free_upload_bps,
+          value_parser = clap::value_parser!(u64).range(..=crate::Spread::MAX_MIN_FREE))]
+    pub min_free_upload: u64,
+    /// Upload (bit/s) a lookup charges the servers it lists, between them, until their next
+    /// heartbeat, when the tracker does not know the content's bitrate: it spreads viewers
+    /// over the holders [default: 4 Mbit/s]; 0: only known bitrates are charged.
+    #[arg(long, value_name = "BPS", default_value_t = crate::Spread::default().session_bps)]
+    pub viewer_rate: u64,
     /// Distinct clients whose corrupt-data reports quarantine a device (smart ban).
     #[arg(long, value_name = "N", default_value_t = crate::QuarantineConfig::default().reporters, value_parser = clap::value_parser!(u64).range(1..))]
     pub quarantine_reporters: u64,
@@ -170,6 +180,10 @@ impl TrackerArgs {
                 manifests_per_origin: self.manifests_per_origin,
                 manifest_bytes_per_origin: self.manifest_bytes_per_origin,
                 orphan_grace: Duration::from_secs(self.orphan_grace),
+                spread: crate::Spread {
+                    min_free_upload_bps: self.min_free_upload,
+                    session_bps: self.viewer_rate,
+                },
                 ..StoreLimits::default()
             },
             tls,
@@ -258,6 +272,26 @@ mod tests {
     struct Command {
         #[command(flatten)]
         args: TrackerArgs,
+    }
+
+    #[test]
+    fn spread_options() {
+        let dir = tempfile::tempdir().unwrap();
+        pcdn_identity::files::init_operator(dir.path()).unwrap();
+        let public = dir.path().join("operator.pub");
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["tracker", "--operator-key", public.to_str().unwrap()];
+            argv.extend_from_slice(extra);
+            Command::try_parse_from(argv)
+        };
+        let command = parse(&["--min-free-upload", "0", "--viewer-rate", "2000000"]).unwrap();
+        let spread = command.args.config().unwrap().limits.spread;
+        assert_eq!((spread.min_free_upload_bps, spread.session_bps), (0, 2_000_000));
+        let error = parse(&["--min-free-upload", "2251799813685249"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("--min-free-upload"), "{error}");
     }
 
     #[test]

@@ -135,6 +135,41 @@ pub struct StoreLimits {
     /// forgotten. Default 100,000: ten origins' catalogues (`manifests_per_origin`), ~5 MB of
     /// counts in Redis or SQLite.
     pub max_tracked_contents: usize,
+    /// How lookups spread viewers over the holders of a content between heartbeats.
+    pub spread: Spread,
+}
+
+/// How lookups spread viewers over devices (docs/tracker.md, "Lookup order"): devices at their
+/// cap are left out while others have room, and each lookup charges the devices it lists a
+/// share of one viewer's rate until their next heartbeat reports their real load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spread {
+    /// A device with less free upload than this (bit/s) is at its cap: listed only when no
+    /// holder of the content has room. Default 250,000: a client spreads a viewer over the 8
+    /// servers a lookup lists by default, and 250 kbit/s is one eighth of the fleet bench's
+    /// 2 Mbit/s videos (docs/benchmarks.md); a device with less cannot carry even that share.
+    /// 0: never at cap.
+    pub min_free_upload_bps: u64,
+    /// The rate (bit/s) one viewer is expected to draw when the tracker does not know the
+    /// content's bitrate (no manifest decoded on this instance). Default 4,000,000: the
+    /// 4 Mbit/s video the manifest size bound is computed for (`max_manifest_bytes`). 0 (with
+    /// no known bitrate): lookups charge nothing.
+    pub session_bps: u64,
+}
+
+impl Spread {
+    /// Largest `min_free_upload_bps` (2^50 bit/s): ranks at cap stay apart from ranks with room
+    /// (`model::CAP_MARK`).
+    pub const MAX_MIN_FREE: u64 = 1 << 50;
+}
+
+impl Default for Spread {
+    fn default() -> Spread {
+        Spread {
+            min_free_upload_bps: 250_000,
+            session_bps: 4_000_000,
+        }
+    }
 }
 
 impl Default for StoreLimits {
@@ -147,6 +182,7 @@ impl Default for StoreLimits {
             manifest_bytes_per_origin: 1 << 30,
             orphan_grace: Duration::from_secs(24 * 3600),
             max_tracked_contents: 100_000,
+            spread: Spread::default(),
         }
     }
 }
@@ -252,6 +288,13 @@ impl TrackerConfig {
         }
         if self.limits.max_origins == 0 {
             bail!("max_origins is 0: a lookup must be able to list at least one origin");
+        }
+        if self.limits.spread.min_free_upload_bps > Spread::MAX_MIN_FREE {
+            bail!(
+                "min_free_upload_bps {} is above the largest, {} (2^50 bit/s)",
+                self.limits.spread.min_free_upload_bps,
+                Spread::MAX_MIN_FREE
+            );
         }
         if self.popularity_half_life < Duration::from_secs(1) {
             bail!(

@@ -2,7 +2,6 @@
 
 use pcdn_core::wire::{CONTENT_ID_LEN, ContentId};
 use serde::Serialize;
-use std::cmp::{Ordering, Reverse};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 
@@ -196,55 +195,61 @@ impl Device {
     }
 }
 
-/// The order of `servers` in a lookup: more free upload capacity first, then fewer sessions,
-/// then the id (so the order is total and the same on every tracker instance).
-pub(crate) fn server_order(a: &Device, b: &Device) -> Ordering {
-    b.free_upload_bps()
-        .cmp(&a.free_upload_bps())
-        .then(a.load.sessions.cmp(&b.load.sessions))
-        .then_with(|| a.registration.id.cmp(&b.registration.id))
+/// Ranks of devices at their cap sit around this mark (`rank_load`); the Redis store's scores
+/// are the same numbers (store/redis/scripts.rs `CAP`). 2^52: doubles hold every integer up to
+/// 2^53, so a Redis score keeps the exact rank as long as free capacities stay below 2^52 and
+/// pending charges below 2^50 bit/s (`rank_load` clamps them).
+pub(crate) const CAP_MARK: i64 = 1 << 52;
+/// Largest pending charge a rank counts, bit/s (1 Pbit/s).
+const MAX_PENDING: u64 = 1 << 50;
+
+/// Where a device ranks among a content's holders, lower first, from what its last heartbeat
+/// said and what lookups charged it since (`pending_bps`, `Spread`): a device with room ranks
+/// at `pending − free`, so a lookup that lists it moves it down until its next heartbeat
+/// reports its real load; a device with less free upload than `min_free_bps` (at its cap,
+/// `min_free_bps` ≤ 2^50) ranks at `CAP_MARK + pending − free`, after every device with room.
+pub(crate) fn rank_load(device: &Device, pending_bps: u64, min_free_bps: u64) -> i64 {
+    let free = device.free_upload_bps().min(CAP_MARK as u64 - 1) as i64;
+    let pending = pending_bps.min(MAX_PENDING) as i64;
+    if (free as u64) < min_free_bps {
+        CAP_MARK + pending - free
+    } else {
+        pending - free
+    }
 }
 
-/// A device's place in a ranking, ordered as `server_order` orders devices, with unhealthy
-/// devices last (only origins stay ranked while unhealthy). The stores keep rankings sorted by
-/// this key, so a lookup reads the first `n` entries instead of every holder.
+/// A device's place in a ranking: unhealthy devices last (only origins stay ranked while
+/// unhealthy), then by `rank_load`, then fewer sessions, then the id (so the order is total and
+/// the same on every tracker instance). The stores keep rankings sorted by this key, so a
+/// lookup reads the first `n` entries instead of every holder.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct RankKey {
     unhealthy: bool,
-    free: Reverse<u64>,
+    pub load: i64,
     sessions: u32,
     pub id: String,
 }
 
 impl RankKey {
-    pub fn of(device: &Device) -> RankKey {
+    /// The key of `device` charged `pending_bps` since its last heartbeat.
+    pub fn of(device: &Device, pending_bps: u64, min_free_bps: u64) -> RankKey {
+        RankKey::at(device, rank_load(device, pending_bps, min_free_bps))
+    }
+
+    /// The key of `device` at rank `load` (a Redis score: `rank_load` computed by the script).
+    pub fn at(device: &Device, load: i64) -> RankKey {
         RankKey {
             unhealthy: !device.load.healthy,
-            free: Reverse(device.free_upload_bps()),
+            load,
             sessions: device.load.sessions,
             id: device.registration.id.clone(),
         }
     }
-}
 
-/// The order of `origins` in a lookup: healthy first, then `server_order`.
-pub(crate) fn origin_order(a: &Device, b: &Device) -> Ordering {
-    b.load.healthy.cmp(&a.load.healthy).then_with(|| server_order(a, b))
-}
-
-/// The best `n` servers among `candidates`, in `server_order`. Selects before sorting so that a
-/// content held by thousands of devices costs O(k + n log n), not O(k log k).
-pub(crate) fn top_servers<'a>(candidates: impl IntoIterator<Item = &'a Arc<Device>>, n: usize) -> Vec<Arc<Device>> {
-    let mut refs: Vec<&Arc<Device>> = candidates.into_iter().collect();
-    if n == 0 {
-        return Vec::new();
+    /// Whether the device is at its cap (`rank_load`).
+    pub fn at_cap(&self) -> bool {
+        self.load >= CAP_MARK / 2
     }
-    if refs.len() > n {
-        refs.select_nth_unstable_by(n - 1, |a, b| server_order(a, b));
-        refs.truncate(n);
-    }
-    refs.sort_unstable_by(|a, b| server_order(a, b));
-    refs.into_iter().cloned().collect()
 }
 
 /// What a lookup found: the ranked servers and the best live origins (`origin_order`).
@@ -347,30 +352,49 @@ mod tests {
         assert!(message.ends_with("...\""), "{message}");
     }
 
+    fn order(devices: &[(Arc<Device>, u64)], min_free: u64) -> Vec<String> {
+        let mut keys: Vec<RankKey> = devices
+            .iter()
+            .map(|(device, pending)| RankKey::of(device, *pending, min_free))
+            .collect();
+        keys.sort();
+        keys.into_iter().map(|key| key.id).collect()
+    }
+
     #[test]
     fn ranking_by_free_capacity_then_sessions_then_id() {
         let devices = [
-            device("busy", 10_000, 9_000, 0), // free 1000
-            device("b", 5_000, 0, 2),         // free 5000, 2 sessions
-            device("a", 5_000, 0, 2),         // free 5000, 2 sessions, id a < b
-            device("idle", 5_000, 0, 1),      // free 5000, 1 session
-            device("over", 1_000, 7_000, 0),  // free 0 (saturating)
-            device("big", 20_000, 1_000, 9),  // free 19000
+            (device("busy", 10_000, 9_000, 0), 0), // free 1000
+            (device("b", 5_000, 0, 2), 0),         // free 5000, 2 sessions
+            (device("a", 5_000, 0, 2), 0),         // free 5000, 2 sessions, id a < b
+            (device("idle", 5_000, 0, 1), 0),      // free 5000, 1 session
+            (device("over", 1_000, 7_000, 0), 0),  // free 0 (saturating)
+            (device("big", 20_000, 1_000, 9), 0),  // free 19000
         ];
-        let ids = |list: Vec<Arc<Device>>| list.iter().map(|d| d.registration.id.clone()).collect::<Vec<_>>();
-        assert_eq!(
-            ids(top_servers(&devices, 64)),
-            ["big", "idle", "a", "b", "busy", "over"]
-        );
-        assert_eq!(ids(top_servers(&devices, 3)), ["big", "idle", "a"]);
-        assert_eq!(ids(top_servers(&devices, 1)), ["big"]);
-        assert!(top_servers(&devices, 0).is_empty());
+        assert_eq!(order(&devices, 0), ["big", "idle", "a", "b", "busy", "over"]);
+        assert_eq!(order(&devices, 1), ["big", "idle", "a", "b", "busy", "over"]);
+    }
 
-        // The rank keys sort as `server_order` does.
-        let mut keys: Vec<RankKey> = devices.iter().map(|device| RankKey::of(device)).collect();
-        keys.sort();
-        let by_key: Vec<&str> = keys.iter().map(|key| key.id.as_str()).collect();
-        assert_eq!(by_key, ["big", "idle", "a", "b", "busy", "over"]);
+    #[test]
+    fn pending_charges_move_a_device_down_but_never_below_a_device_at_its_cap() {
+        let devices = [
+            (device("big", 20_000, 0, 0), 16_000), // free 20000, charged 16000: ranks at -4000
+            (device("mid", 5_000, 0, 0), 0),       // -5000
+            (device("low", 2_000, 0, 0), 0),       // -2000
+            (device("capped", 10_000, 9_950, 0), 0), // free 50: at its cap below 100
+            (device("full", 10_000, 10_000, 0), 0), // free 0
+        ];
+        assert_eq!(order(&devices, 100), ["mid", "big", "low", "capped", "full"]);
+        // Charged far beyond its capacity, a device with room still ranks before those at cap.
+        let mut charged = devices.clone();
+        charged[1].1 = 1 << 40;
+        assert_eq!(order(&charged, 100), ["big", "low", "mid", "capped", "full"]);
+        assert!(RankKey::of(&devices[3].0, 0, 100).at_cap());
+        assert!(!RankKey::of(&devices[3].0, 0, 50).at_cap());
+        // Among devices at their cap, by free upload less pending charges.
+        let mut both = devices.clone();
+        both[3].1 = 100;
+        assert_eq!(order(&both, 100), ["mid", "big", "low", "full", "capped"]);
     }
 
     #[test]

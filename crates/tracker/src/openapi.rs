@@ -157,7 +157,7 @@ pub(crate) fn document() -> Value {
             "/v1/contents/{cid}/servers": {
                 "get": {
                     "operationId": "lookupServers",
-                    "summary": "The best live devices holding the content, ranked by free upload capacity, and the best live origins",
+                    "summary": "The best live devices holding the content, ranked by free upload capacity less what lookups charged them since their last heartbeat (devices at their cap only when none has room), and the best live origins",
                     "parameters": [parameter("ContentId"), parameter("N"), parameter("Punch")],
                     "responses": {
                         "200": json_response("servers and origins", "Lookup"),

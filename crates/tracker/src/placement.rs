@@ -88,6 +88,11 @@ impl Catalog {
         let manifest = SignedManifest::decode(&bytes)
             .map_err(|error| StoreError::Corrupt(format!("stored manifest of {}: {error}", hex::encode(content.0))))?
             .manifest;
+        Ok(Some(self.remember(content, &manifest)))
+    }
+
+    /// Remembers the size and bitrate of `manifest`, the manifest of `content`.
+    pub fn remember(&self, content: ContentId, manifest: &pcdn_core::manifest::Manifest) -> ContentInfo {
         let info = ContentInfo {
             size: manifest.length,
             bitrate_bps: manifest.video.as_ref().map_or(0, |video| video.bitrate_bps),
@@ -97,7 +102,13 @@ impl Catalog {
             infos.clear();
         }
         infos.insert(content, info);
-        Ok(Some(info))
+        info
+    }
+
+    /// The content's size and bitrate if this instance already decoded its manifest (no store
+    /// access: lookups ask this).
+    pub fn cached(&self, content: &ContentId) -> Option<ContentInfo> {
+        self.lock().get(content).copied()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentId, ContentInfo>> {

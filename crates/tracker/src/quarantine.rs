@@ -180,7 +180,7 @@ pub(crate) mod handlers {
         // Only a device a lookup of the content lists can have been banned by a client, so
         // reports of anything else are refused: the store keeps reports for listed devices
         // only, not for whatever ids a source makes up.
-        let found = state.store.lookup(content, model::MAX_LOOKUP_N, now).await?;
+        let found = state.store.lookup(content, model::MAX_LOOKUP_N, 0, now).await?;
         if !found
             .servers
             .iter()

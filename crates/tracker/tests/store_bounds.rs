@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use pcdn_core::ed25519_dalek::SigningKey;
 use pcdn_core::manifest::{Manifest, SignedManifest};
-use pcdn_tracker::{RunningTracker, StoreLimits, StoreUrl, TrackerConfig, bind};
+use pcdn_tracker::{RunningTracker, Spread, StoreLimits, StoreUrl, TrackerConfig, bind};
 use reqwest::Method;
 use serde_json::json;
 use std::time::Duration;
@@ -107,7 +107,17 @@ async fn records_per_lookup(api: &Api, path: &str, lookups: u32) -> f64 {
 async fn lookups_are_bounded_whatever_the_holders_and_origins(store: StoreUrl) {
     const HOLDERS: usize = 2_000;
     const ORIGINS: usize = 2_000;
-    let tracker = start_unlimited(store, TTL).await;
+    // Lookups ranked by load reports alone, as this test reads them (spread.rs tests how
+    // lookups spread viewers between heartbeats).
+    let mut config = TrackerConfig::new("127.0.0.1:0".parse().unwrap(), store, operator().public());
+    config.ttl = TTL;
+    config.heartbeat = Duration::from_secs(1);
+    config.rate_limits = pcdn_tracker::RateLimits::OFF;
+    config.limits.spread = Spread {
+        min_free_upload_bps: 0,
+        session_bps: 0,
+    };
+    let tracker = bind(config).await.expect("tracker starts");
     let api = Api::new(tracker.local_addr());
     let (big, small) = (cid(1), cid(2));
     register_many(&api, HOLDERS, false, &big).await;

@@ -106,13 +106,16 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// The signed manifest of a content, if one was put.
     fn get_manifest(&self, content: ContentId) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send;
 
-    /// The best `n` live, healthy, non-origin devices that announced `content` (ranked by
-    /// `model::server_order`) and the best `min(n, max_origins)` live origins
-    /// (`model::origin_order`), reading a bounded number of records whatever the holders.
+    /// The best `n` live, healthy, non-origin devices that announced `content`, without those
+    /// at their cap when one listed has room (ranked by `model::RankKey`), and the best
+    /// `min(n, max_origins)` live origins, reading a bounded number of records whatever the
+    /// holders. Charges the servers it lists `charge_bps` between them (an equal share each):
+    /// they rank lower in this content's ranking until their next heartbeat (`Spread`).
     fn lookup(
         &self,
         content: ContentId,
         n: usize,
+        charge_bps: u64,
         now_ms: u64,
     ) -> impl Future<Output = Result<Lookup, StoreError>> + Send;
 

@@ -10,9 +10,13 @@
 //!   the announced sets, both directions. Every script that changes one changes the other, so
 //!   `id ∈ holders:c ⇔ c ∈ contents:id` always holds.
 //! - `rank:{content hex}`: sorted set of the content's serving holders (healthy, not origins),
-//!   scored by minus their free upload capacity, kept current by every script that changes a
-//!   record or an announced set; `origin-rank`: the same over every origin (unhealthy ones
-//!   scored after the healthy). A lookup reads the first entries of these, not every holder.
+//!   scored by `model::rank_load` (minus their free upload capacity, or past a mark when at
+//!   their cap), kept current by every script that changes a record or an announced set;
+//!   `origin-rank`: the same over every origin (unhealthy ones scored after the healthy). A
+//!   lookup reads the first entries of these, not every holder, and adds its charge to the
+//!   scores of the servers it lists.
+//! - `charged:{id}`: set of the contents whose `rank:` lookups charged the device since its last
+//!   heartbeat, which sets those scores back and deletes it.
 //! - `origins`: set of origin device ids.
 //! - `live`: sorted set of device id → expiry deadline (Unix ms), used only to find expired
 //!   devices to clean up and to count live devices.
@@ -39,12 +43,13 @@
 //!
 //! Every operation that touches several keys is one Lua script, atomic across instances. A
 //! lookup is one script, so one round trip: the first live entries of the content's ranking and
-//! of the origins' (`ZRANGE` with a bound) with their records; the tracker orders those exactly
-//! (`model::server_order`, whose ties on free capacity the scores cannot break) and renders them.
+//! of the origins' (`ZRANGE` with a bound) with their records and scores, and the charges; the
+//! tracker orders those exactly (`model::RankKey`, whose ties on score the scores cannot break)
+//! and renders them.
 
 use super::{Disk, ManifestPut, PlacedDevice, Store, StoreError, decode_contents, encode_contents, ttl_millis};
 use crate::StoreLimits;
-use crate::model::{Device, Load, Lookup, Registration, content_hex, origin_order, top_servers};
+use crate::model::{Device, Load, Lookup, RankKey, Registration, content_hex};
 use bytes::Bytes;
 use pcdn_core::wire::ContentId;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -63,6 +68,7 @@ const CONTENTS_PREFIX: &str = "pcdn:contents:";
 const HOLDERS_PREFIX: &str = "pcdn:holders:";
 const MANIFEST_PREFIX: &str = "pcdn:manifest:";
 const RANK_PREFIX: &str = "pcdn:rank:";
+const CHARGED_PREFIX: &str = "pcdn:charged:";
 const ORIGINS_KEY: &str = "pcdn:origins";
 const ORIGIN_RANK_KEY: &str = "pcdn:origin-rank";
 const LIVE_KEY: &str = "pcdn:live";
@@ -116,6 +122,10 @@ fn rank_key(content: &ContentId) -> String {
 
 fn contents_key(id: &str) -> String {
     format!("{CONTENTS_PREFIX}{id}")
+}
+
+fn charged_key(id: &str) -> String {
+    format!("{CHARGED_PREFIX}{id}")
 }
 
 fn flag(value: bool) -> &'static str {
@@ -205,13 +215,14 @@ impl RedisStore {
             .set_number_of_retries(2);
         let mut connection = ConnectionManager::new_with_config(client, config).await?;
         let _: String = redis::cmd("PING").query_async(&mut connection).await?;
+        let rank = rank_lua(limits.spread.min_free_upload_bps);
         Ok(RedisStore {
             connection,
             ttl_ms: ttl_millis(ttl),
             limits,
-            register: Script::new(&format!("{RANK_SCORE}{REGISTER}")),
-            heartbeat: Script::new(&format!("{RANK_SCORE}{HEARTBEAT}")),
-            announce: Script::new(&format!("{RANK_SCORE}{ANNOUNCE}")),
+            register: Script::new(&format!("{rank}{REGISTER}")),
+            heartbeat: Script::new(&format!("{rank}{HEARTBEAT}")),
+            announce: Script::new(&format!("{rank}{ANNOUNCE}")),
             remove: Script::new(REMOVE),
             revoke: Script::new(REVOKE),
             sweep: Script::new(SWEEP),
@@ -262,6 +273,7 @@ impl Store for RedisStore {
             .key(LIVE_KEY)
             .key(ORIGIN_RANK_KEY)
             .key(GENERATION_KEY)
+            .key(charged_key(id))
             .arg(id)
             .arg(encode_device(&registration, Load::FRESH))
             .arg(flag(registration.origin))
@@ -282,6 +294,7 @@ impl Store for RedisStore {
             .key(contents_key(id))
             .key(ORIGIN_RANK_KEY)
             .key(GENERATION_KEY)
+            .key(charged_key(id))
             .arg(encode_load(load))
             .arg(self.ttl_ms)
             .arg(now_ms.saturating_add(self.ttl_ms))
@@ -297,6 +310,7 @@ impl Store for RedisStore {
         let mut invocation = self.announce.key(device_key(id));
         invocation
             .key(contents_key(id))
+            .key(charged_key(id))
             .arg(id)
             .arg(HOLDERS_PREFIX)
             .arg(RANK_PREFIX);
@@ -315,6 +329,7 @@ impl Store for RedisStore {
             .key(ORIGINS_KEY)
             .key(LIVE_KEY)
             .key(ORIGIN_RANK_KEY)
+            .key(charged_key(id))
             .arg(id)
             .arg(HOLDERS_PREFIX)
             .arg(RANK_PREFIX)
@@ -405,9 +420,9 @@ impl Store for RedisStore {
         Ok(bytes.map(Bytes::from))
     }
 
-    async fn lookup(&self, content: ContentId, n: usize, _now_ms: u64) -> Result<Lookup, StoreError> {
-        type Reply = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, usize);
-        let (server_ids, server_records, origin_ids, origin_records, records_read): Reply = self
+    async fn lookup(&self, content: ContentId, n: usize, charge_bps: u64, _now_ms: u64) -> Result<Lookup, StoreError> {
+        type Reply = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, Vec<String>, usize);
+        let (server_ids, server_records, server_scores, origin_ids, origin_records, records_read): Reply = self
             .lookup
             .key(rank_key(&content))
             .key(ORIGIN_RANK_KEY)
@@ -415,16 +430,38 @@ impl Store for RedisStore {
             .arg(n)
             .arg(n.min(self.limits.max_origins))
             .arg(self.limits.lookup_slack)
+            .arg(charge_bps)
+            .arg(CHARGED_PREFIX)
+            .arg(content_hex(&content))
             .invoke_async(&mut self.connection())
             .await?;
-        let live = |ids: &[String], records: Vec<String>| decode_devices(ids, records.into_iter().map(Some).collect());
-        let servers = live(&server_ids, server_records)?;
-        let mut origins = live(&origin_ids, origin_records)?;
-        // The scores order by free capacity only; the exact order breaks its ties.
-        origins.sort_unstable_by(|a, b| origin_order(a, b));
+        let mut servers = Vec::with_capacity(server_ids.len());
+        for ((id, record), score) in server_ids.iter().zip(&server_records).zip(&server_scores) {
+            let device = decode_device(id, record)?;
+            let score: f64 = score
+                .parse()
+                .map_err(|_| StoreError::Corrupt(format!("redis key {} scores {id} {score:?}", rank_key(&content))))?;
+            // Scores are whole numbers below 2^53 (`model::CAP_MARK`): exact as i64.
+            let key = RankKey::at(&device, score as i64);
+            if device.can_serve() {
+                servers.push((key, Arc::new(device)));
+            }
+        }
+        // The scores order by rank only; the exact order breaks their ties.
+        servers.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let min_free = self.limits.spread.min_free_upload_bps;
+        let mut origins: Vec<(RankKey, Arc<Device>)> = origin_ids
+            .iter()
+            .zip(&origin_records)
+            .map(|(id, record)| {
+                let device = decode_device(id, record)?;
+                Ok((RankKey::of(&device, 0, min_free), Arc::new(device)))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        origins.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(Lookup {
-            servers: top_servers(servers.iter().filter(|device| device.can_serve()), n),
-            origins,
+            servers: servers.into_iter().map(|(_, device)| device).collect(),
+            origins: origins.into_iter().map(|(_, device)| device).collect(),
             records_read,
         })
     }
@@ -448,6 +485,7 @@ impl Store for RedisStore {
                 .arg(HOLDERS_PREFIX)
                 .arg(SWEEP_BATCH)
                 .arg(RANK_PREFIX)
+                .arg(CHARGED_PREFIX)
                 .invoke_async(&mut self.connection())
                 .await?;
             total += cleaned;

@@ -101,7 +101,7 @@ impl SqliteStore {
         configure(&writer)?;
         writer.execute_batch(SCHEMA)?;
         migrate(&writer)?;
-        let registry = load_registry(&writer)?;
+        let registry = load_registry(&writer, limits.spread.min_free_upload_bps)?;
         let placement = load_placement(&writer)?;
         let reader = match path {
             Some(path) => {
@@ -183,6 +183,7 @@ impl Store for SqliteStore {
                 last_seen_ms: now_ms,
                 contents: HashSet::new(),
                 generation,
+                charged: Default::default(),
             });
             Ok(generation)
         })
@@ -349,13 +350,10 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn lookup(&self, content: ContentId, n: usize, now_ms: u64) -> Result<Lookup, StoreError> {
+    async fn lookup(&self, content: ContentId, n: usize, charge_bps: u64, now_ms: u64) -> Result<Lookup, StoreError> {
         let registry = self.inner.read_registry();
         let (slack, ttl_ms) = (self.limits.lookup_slack, self.ttl_ms);
-        let (servers, servers_read) = match registry.ranked.get(&content) {
-            Some(ranked) => registry.first_live(ranked.iter(), n, slack, now_ms, ttl_ms),
-            None => (Vec::new(), 0),
-        };
+        let (servers, servers_read) = registry.first_servers(&content, n, slack, now_ms, ttl_ms, charge_bps);
         let want_origins = n.min(self.limits.max_origins);
         let (origins, origins_read) = registry.first_live(registry.origins.iter(), want_origins, slack, now_ms, ttl_ms);
         Ok(Lookup {
@@ -684,7 +682,7 @@ mod tests {
             Some(1)
         );
         let live_at = 1_000 + 29_999;
-        let found = store.lookup(content, 8, live_at).await.unwrap();
+        let found = store.lookup(content, 8, 0, live_at).await.unwrap();
         assert_eq!(
             (ids(&found.servers), ids(&found.origins)),
             (vec!["edge"], vec!["origin"])
@@ -693,7 +691,7 @@ mod tests {
         assert_eq!(store.public_key("edge", live_at).await.unwrap(), None);
 
         let expired_at = 1_000 + 30_000;
-        let found = store.lookup(content, 8, expired_at).await.unwrap();
+        let found = store.lookup(content, 8, 0, expired_at).await.unwrap();
         assert!(found.servers.is_empty() && found.origins.is_empty(), "{found:?}");
         assert_eq!(store.heartbeat("edge", Load::FRESH, expired_at).await.unwrap(), None);
         assert_eq!(store.announce("edge", vec![], expired_at).await.unwrap(), None);
@@ -712,7 +710,7 @@ mod tests {
         store.register(registration("edge", false), 0).await.unwrap();
         store.announce("edge", vec![content], 0).await.unwrap();
         store.register(registration("edge", false), 1).await.unwrap();
-        assert!(store.lookup(content, 8, 1).await.unwrap().servers.is_empty());
+        assert!(store.lookup(content, 8, 0, 1).await.unwrap().servers.is_empty());
         assert!(store.inner.read_registry().holders.is_empty());
     }
 
@@ -759,15 +757,15 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let found = store.lookup(content, 8, 1_000).await.unwrap();
+        let found = store.lookup(content, 8, 0, 1_000).await.unwrap();
         assert_eq!(found.servers.len(), 8);
         assert_eq!(found.records_read, 8);
         // At 30 s the first 500 expired but are not swept yet: the lookup reads 8 + 64 of them,
         // not 500, and finds none; after the sweep it finds the 3 live ones.
-        let found = store.lookup(content, 8, 30_000).await.unwrap();
+        let found = store.lookup(content, 8, 0, 30_000).await.unwrap();
         assert_eq!((found.servers.len(), found.records_read), (0, 72));
         assert_eq!(store.sweep(30_000).await.unwrap(), 500);
-        let found = store.lookup(content, 8, 30_000).await.unwrap();
+        let found = store.lookup(content, 8, 0, 30_000).await.unwrap();
         assert_eq!(ids(&found.servers), ["edge-502", "edge-501", "edge-500"]);
         assert_eq!(found.records_read, 3);
     }

@@ -1,37 +1,47 @@
 //! The Lua scripts the Redis store runs atomically on the server (one round trip each), with
 //! the keys and arguments each takes.
 
-/// Lua shared by the scripts that rank devices: the score of a device record in `rank:` and
-/// `origin-rank` (lower first): minus the free upload capacity when healthy, 1 when not; `nil`
-/// for a record that cannot be read. The second result tells whether it is an origin. Lua's
-/// numbers are doubles, so capacities beyond 2^53 bit/s rank approximately; lookups re-rank
-/// what they read exactly.
-pub(super) const RANK_SCORE: &str = r"
+/// Lua shared by the scripts that rank devices, after `local MIN_FREE = <bit/s>` (`rank_lua`):
+/// the score of a device record in `rank:` and `origin-rank` (lower first), `model::rank_load`
+/// with nothing pending: minus the free upload capacity when it is at least `MIN_FREE`,
+/// `CAP` minus it when less (at its cap), `2 × CAP` when unhealthy; `nil` for a record that
+/// cannot be read. The second result tells whether it is an origin. Lookups add their charges
+/// to the scores in `rank:` (`ZINCRBY`); heartbeats set them back.
+const RANK_SCORE: &str = r"
+local CAP = 4503599627370496
 local function rank_score(record)
   if not record then return nil, false end
   local upload, healthy, origin, capacity =
     string.match(record, '^%d+ (%d+) ([01])\n%S+ ([01]) (%d+) ')
   if not upload then return nil, false end
-  if healthy ~= '1' then return 1, origin == '1' end
-  return -math.max(tonumber(capacity) - tonumber(upload), 0), origin == '1'
+  if healthy ~= '1' then return 2 * CAP, origin == '1' end
+  local free = math.min(math.max(tonumber(capacity) - tonumber(upload), 0), CAP - 1)
+  if free < MIN_FREE then return CAP - free, origin == '1' end
+  return -free, origin == '1'
 end
 -- The score of a device in its contents' rankings: nil unless it can serve (healthy, not an origin).
 local function server_score(record)
   local score, origin = rank_score(record)
-  if origin or score == nil or score > 0 then return nil end
+  if origin or score == nil or score >= 2 * CAP then return nil end
   return score
 end
 ";
 
-/// KEYS: dev, contents, origins, live, origin-rank, generation. ARGV: id, device text, origin,
-/// ttl_ms, deadline_ms, holders prefix, rank prefix. Returns the new registration generation.
+/// `RANK_SCORE` for devices at their cap below `min_free_bps` (`Spread::min_free_upload_bps`).
+pub(super) fn rank_lua(min_free_bps: u64) -> String {
+    format!("local MIN_FREE = {min_free_bps}\n{RANK_SCORE}")
+}
+
+/// KEYS: dev, contents, origins, live, origin-rank, generation, charged. ARGV: id, device text,
+/// origin, ttl_ms, deadline_ms, holders prefix, rank prefix. Returns the new registration
+/// generation.
 pub(super) const REGISTER: &str = r"
 local id = ARGV[1]
 for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('SREM', ARGV[6] .. content, id)
   redis.call('ZREM', ARGV[7] .. content, id)
 end
-redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[7])
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
 if ARGV[3] == '1' then
   redis.call('SADD', KEYS[3], id)
@@ -44,10 +54,11 @@ redis.call('ZADD', KEYS[4], ARGV[5], id)
 return redis.call('HINCRBY', KEYS[6], id, 1)
 ";
 
-/// KEYS: dev, live, contents, origin-rank, generation. ARGV: load line, ttl_ms, deadline_ms,
-/// id, rank prefix. Returns the record's registration generation, -1 if there is no record.
-/// Replaces the first line (the load) and keeps the second (the registration); moves
-/// the device in the rankings it is in when its score changed.
+/// KEYS: dev, live, contents, origin-rank, generation, charged. ARGV: load line, ttl_ms,
+/// deadline_ms, id, rank prefix. Returns the record's registration generation, -1 if there is
+/// no record. Replaces the first line (the load) and keeps the second (the registration); moves
+/// the device in the rankings it is in when its score changed, else only in those whose
+/// lookups charged it since its last heartbeat (`charged`), clearing the charges.
 pub(super) const HEARTBEAT: &str = r"
 local device = redis.call('GET', KEYS[1])
 if not device then return -1 end
@@ -71,36 +82,63 @@ if old ~= new then
       end
     end
   end
+elseif not origin then
+  local score = server_score(record)
+  if score then
+    for _, content in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+      redis.call('ZADD', ARGV[5] .. content, 'XX', score, ARGV[4])
+    end
+  end
 end
+redis.call('DEL', KEYS[6])
 return tonumber(redis.call('HGET', KEYS[5], ARGV[4]) or '0')
 ";
 
 /// KEYS: ranking of the content, origin-rank. ARGV: device prefix, servers wanted, origins
-/// wanted, slack. Reads each ranking in order until it has the number wanted of live devices
-/// or has read that many plus the slack (entries of devices expired since the last sweep).
-/// Returns {server ids, their records, origin ids, their records, records read}.
+/// wanted, slack, charge bit/s, charged prefix, content hex. Reads each ranking in order until
+/// it has the number wanted of live devices or has read that many plus the slack (entries of
+/// devices expired since the last sweep); among servers, stops at the first at its cap
+/// (score ≥ CAP / 2, `model::RankKey::at_cap`) once one with room is found. Charges each
+/// server found an equal share of the charge (`ZINCRBY`) and notes the content in its
+/// `charged:{id}` for its next heartbeat to clear. Returns {server ids, their records, their
+/// scores before the charge, origin ids, their records, records read}.
 pub(super) const LOOKUP: &str = r"
+local CAP = 4503599627370496
 local read = 0
-local function first_live(key, want)
-  local ids, records = {}, {}
-  if want <= 0 then return ids, records end
-  for _, id in ipairs(redis.call('ZRANGE', key, 0, want + tonumber(ARGV[4]) - 1)) do
-    if #ids == want then break end
+local function first_live(key, want, servers)
+  local ids, records, scores = {}, {}, {}
+  if want <= 0 then return ids, records, scores end
+  local entries = redis.call('ZRANGE', key, 0, want + tonumber(ARGV[4]) - 1, 'WITHSCORES')
+  local room = false
+  for i = 1, #entries, 2 do
+    local capped = tonumber(entries[i + 1]) >= CAP / 2
+    if #ids == want or (servers and room and capped) then break end
     read = read + 1
-    local record = redis.call('GET', ARGV[1] .. id)
+    local record = redis.call('GET', ARGV[1] .. entries[i])
     if record then
-      ids[#ids + 1] = id
+      ids[#ids + 1] = entries[i]
       records[#records + 1] = record
+      scores[#scores + 1] = entries[i + 1]
+      if not capped then room = true end
     end
   end
-  return ids, records
+  return ids, records, scores
 end
-local servers, server_records = first_live(KEYS[1], tonumber(ARGV[2]))
-local origins, origin_records = first_live(KEYS[2], tonumber(ARGV[3]))
-return {servers, server_records, origins, origin_records, read}
+local servers, server_records, server_scores = first_live(KEYS[1], tonumber(ARGV[2]), true)
+local charge = tonumber(ARGV[5])
+if charge > 0 and #servers > 0 then
+  local share = math.ceil(charge / #servers)
+  for _, id in ipairs(servers) do
+    redis.call('ZINCRBY', KEYS[1], share, id)
+    redis.call('SADD', ARGV[6] .. id, ARGV[7])
+  end
+end
+local origins, origin_records = first_live(KEYS[2], tonumber(ARGV[3]), false)
+return {servers, server_records, server_scores, origins, origin_records, read}
 ";
 
-/// KEYS: dev, contents. ARGV: id, holders prefix, rank prefix, content hex ids...
+/// KEYS: dev, contents, charged. ARGV: id, holders prefix, rank prefix, content hex ids...
+/// The device enters its contents' rankings uncharged.
 pub(super) const ANNOUNCE: &str = r"
 local device = redis.call('GET', KEYS[1])
 if not device then return -1 end
@@ -109,7 +147,7 @@ for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('SREM', ARGV[2] .. content, id)
   redis.call('ZREM', ARGV[3] .. content, id)
 end
-redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[3])
 local score = server_score(device)
 for i = 4, #ARGV do
   redis.call('SADD', KEYS[2], ARGV[i])
@@ -119,7 +157,8 @@ end
 return #ARGV - 3
 ";
 
-/// KEYS: dev, contents, origins, live, origin-rank. ARGV: id, holders prefix, rank prefix.
+/// KEYS: dev, contents, origins, live, origin-rank, charged. ARGV: id, holders prefix, rank
+/// prefix.
 pub(super) const REMOVE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local id = ARGV[1]
@@ -127,7 +166,7 @@ for _, content in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('SREM', ARGV[2] .. content, id)
   redis.call('ZREM', ARGV[3] .. content, id)
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[6])
 redis.call('SREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 redis.call('ZREM', KEYS[5], id)
@@ -135,7 +174,7 @@ return 1
 ";
 
 /// KEYS: live, origins, origin-rank. ARGV: now_ms, device prefix, contents prefix, holders
-/// prefix, batch, rank prefix.
+/// prefix, batch, rank prefix, charged prefix.
 /// Cleans up the devices whose deadline passed and whose `dev:` key Redis has expired; returns
 /// {cleaned, examined}. A device whose key still exists (the deadline was written by an instance
 /// whose clock runs ahead) gets its deadline moved to when Redis will expire it, so it does not
@@ -151,7 +190,7 @@ for _, id in ipairs(ids) do
       redis.call('SREM', ARGV[4] .. content, id)
       redis.call('ZREM', ARGV[6] .. content, id)
     end
-    redis.call('DEL', contents)
+    redis.call('DEL', contents, ARGV[7] .. id)
     redis.call('SREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', KEYS[3], id)

@@ -110,8 +110,11 @@ pub(super) fn load_placement(connection: &Connection) -> Result<Placement, Store
     Ok(placement)
 }
 
-pub(super) fn load_registry(connection: &Connection) -> Result<Registry, StoreError> {
-    let mut registry = Registry::default();
+pub(super) fn load_registry(connection: &Connection, min_free_bps: u64) -> Result<Registry, StoreError> {
+    let mut registry = Registry {
+        min_free_bps,
+        ..Registry::default()
+    };
     let mut generations = connection.prepare("SELECT id, generation FROM generations")?;
     let mut rows = generations.query([])?;
     while let Some(row) = rows.next()? {
@@ -149,6 +152,7 @@ pub(super) fn load_registry(connection: &Connection) -> Result<Registry, StoreEr
             last_seen_ms: row.get::<_, i64>(8)? as u64,
             contents: HashSet::new(),
             generation,
+            charged: Default::default(),
         });
     }
     let mut contents = connection.prepare("SELECT device_id, content FROM device_contents")?;
