@@ -82,6 +82,12 @@ impl Progress {
         self.bar.inc(1);
     }
 
+    /// `done` units done so far (work measured in a quantity, e.g. simulated seconds).
+    pub fn set(&self, done: u64) {
+        self.done.store(done, Ordering::Relaxed);
+        self.bar.set_position(done);
+    }
+
     /// What the bar says beside its count (the unit under way); plain lines leave it out.
     pub fn set_message(&self, message: String) {
         self.bar.set_message(message);
@@ -182,6 +188,25 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn work_measured_in_a_quantity_sets_its_count() {
+        let out = Shared::default();
+        let progress = Progress::plain(
+            "fleet",
+            360,
+            "simulated s",
+            Box::new(out.clone()),
+            Duration::from_millis(20),
+        );
+        progress.set(120);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !String::from_utf8_lossy(&out.0.lock().unwrap()).contains("fleet: 120/360 simulated s") {
+            assert!(Instant::now() < deadline, "no progress line in 30 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        progress.finish();
     }
 
     #[test]

@@ -82,11 +82,18 @@ pub fn run(args: FleetArgs) -> anyhow::Result<()> {
         "bench fleet: {} viewers over {:?}, {} devices, {} videos, placement {}, {} / {} (one thread)",
         args.viewers, args.window, args.devices, args.videos, args.placement, args.scheduler, args.cc
     );
+    // Simulated seconds, reported at the end of each minute window of the run.
+    let simulated_s = (args.window.as_secs_f64() + 120.0).ceil() as u64;
+    let progress = crate::progress::Progress::new("bench fleet", simulated_s, "simulated s", false);
     let wall = std::time::Instant::now();
     let cpu = ProcessTime::now();
-    let outcome = pcdn_sim::fleet::run(&spec, &args.scheduler, &args.cc, args.seed)?;
+    let outcome = pcdn_sim::fleet::run_observed(&spec, &args.scheduler, &args.cc, args.seed, &mut |now_s| {
+        progress.set(now_s as u64)
+    });
     let cpu_s = cpu.elapsed().as_secs_f64();
     let wall_s = wall.elapsed().as_secs_f64();
+    progress.finish();
+    let outcome = outcome?;
     let peak_rss_mib = peak_rss_kib().context("reading the peak memory from /proc/self/status")? as f64 / 1024.0;
     let finished = outcome.viewers.iter().filter(|v| v.finished).count();
     let received: u64 = outcome.viewers.iter().map(|v| v.origin_bytes + v.edge_bytes).sum();

@@ -16,7 +16,7 @@ mod placement;
 mod world;
 
 pub use placement::PlacementSpec;
-pub use world::{FleetWorld, run};
+pub use world::{FleetWorld, run, run_observed};
 
 use crate::link::LinkConfig;
 use pcdn_core::player::VideoSpec;

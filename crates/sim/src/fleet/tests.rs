@@ -181,3 +181,17 @@ fn a_device_that_restarts_serves_again_from_the_cache_it_kept() {
     bad.devices[0].outages[0].back = Some(Duration::from_secs(2));
     assert!(matches!(run(&bad, "weave", "cubic", 9), Err(FleetError::Outages(_))));
 }
+
+#[test]
+fn an_observed_run_reports_each_window_and_runs_as_the_plain_one() {
+    let mut spec = fleet(4, 2, true);
+    // Viewers arriving over 150 s keep the run going past two windows.
+    spec.viewers.arrival_window = Duration::from_secs(150);
+    spec.duration = Duration::from_secs(200);
+    let mut seen = Vec::new();
+    let observed = run_observed(&spec, "weave", "cubic", 4, &mut |now_s| seen.push(now_s)).unwrap();
+    let windows: Vec<f64> = (1..=seen.len()).map(|k| 60.0 * k as f64).collect();
+    assert!(!seen.is_empty() && seen == windows, "{seen:?}");
+    assert!(seen[seen.len() - 1] <= observed.end_s, "{seen:?} past the end {}", observed.end_s);
+    assert_eq!(observed.viewers, run(&spec, "weave", "cubic", 4).unwrap().viewers);
+}

@@ -29,6 +29,18 @@ pub fn run(spec: &FleetSpec, scheduler: &str, cc: &str, seed: u64) -> Result<Fle
     FleetWorld::new(spec, scheduler, cc, seed)?.run()
 }
 
+/// `run`, telling `observe` the simulated seconds at the end of every timeline window (a
+/// progress line for a run of minutes).
+pub fn run_observed(
+    spec: &FleetSpec,
+    scheduler: &str,
+    cc: &str,
+    seed: u64,
+    observe: &mut dyn FnMut(f64),
+) -> Result<FleetOutcome, FleetError> {
+    FleetWorld::new(spec, scheduler, cc, seed)?.run_observed(observe)
+}
+
 /// Synthetic videos (all zeros) on one server's disk.
 #[derive(Clone)]
 struct Shelf {
@@ -370,7 +382,12 @@ impl FleetWorld {
     }
 
     /// Runs until every viewer has left or the duration ends.
-    pub fn run(mut self) -> Result<FleetOutcome, FleetError> {
+    pub fn run(self) -> Result<FleetOutcome, FleetError> {
+        self.run_observed(&mut |_| {})
+    }
+
+    /// `run`, telling `observe` the simulated seconds at the end of every timeline window.
+    pub fn run_observed(mut self, observe: &mut dyn FnMut(f64)) -> Result<FleetOutcome, FleetError> {
         loop {
             self.flush()?;
             if self.next_arrival == self.arrivals.len() && self.active.is_empty() {
@@ -392,7 +409,11 @@ impl FleetWorld {
                 }
             }
             if event.is_some_and(|t| t <= self.now) {
+                let windows = self.timeline.len();
                 self.handle_events()?;
+                if self.timeline.len() > windows {
+                    observe((self.now - Instant::ZERO).as_secs_f64());
+                }
             }
             if self.now >= self.deadline {
                 break;
