@@ -1,6 +1,7 @@
 //! `pcdn bench`: speed measurements whose figures go into docs/benchmarks.md.
 
 mod fleet;
+mod procs;
 mod serve_cost;
 mod soak;
 mod video;

@@ -2,11 +2,12 @@
 //! loopback beside nginx serving the same file to N parallel curl clients, in one run;
 //! aggregate goodput and each server's CPU seconds per GB (utime + stime from /proc).
 
+use super::procs::{StopOnDrop, free_addr};
 use anyhow::{Context, bail, ensure};
 use clap::Args;
 use pcdn_net::store::{Store, content_id_hex};
 use serde::Serialize;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,28 +57,6 @@ pub struct ServeCostResult {
     cpu_ratio: Vec<(u32, f64)>,
 }
 
-/// A child process killed (SIGTERM, then SIGKILL) when dropped.
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Kernel clock ticks per second of /proc/PID/stat's times (`getconf CLK_TCK`; 100 on Linux).
 fn clock_ticks() -> f64 {
     Command::new("getconf")
@@ -116,15 +95,6 @@ fn tree_ticks(pid: u32) -> u64 {
         }
     }
     total
-}
-
-fn free_addr() -> anyhow::Result<SocketAddr> {
-    let socket = UdpSocket::bind("127.0.0.1:0").context("finding a free port")?;
-    let tcp = std::net::TcpListener::bind(socket.local_addr()?);
-    Ok(match tcp {
-        Ok(listener) => listener.local_addr()?,
-        Err(_) => socket.local_addr()?,
-    })
 }
 
 fn find_nginx(given: &Path) -> anyhow::Result<PathBuf> {
@@ -257,10 +227,10 @@ fn serve_cost(args: &ServeCostArgs, nginx: &Path) -> anyhow::Result<ServeCostRes
         for (server, pid, client) in [
             (
                 "pcdn serve",
-                pcdn.child.id(),
+                pcdn.id(),
                 &pcdn_client as &(dyn Fn(&Path) -> Command + Sync),
             ),
-            ("nginx", nginx_server.child.id(), &curl_client),
+            ("nginx", nginx_server.id(), &curl_client),
         ] {
             eprintln!("serve-cost: {server}, {n} clients × {repeats} downloads ...");
             let before = tree_ticks(pid);
@@ -305,12 +275,12 @@ fn on_a_free_port(
     dir: &Path,
     log: &str,
     start: impl Fn(SocketAddr) -> anyhow::Result<Child>,
-) -> anyhow::Result<(SocketAddr, Server)> {
+) -> anyhow::Result<(SocketAddr, StopOnDrop)> {
     for _ in 0..5 {
         let addr = free_addr()?;
-        let mut server = Server { child: start(addr)? };
+        let mut server = StopOnDrop::new(start(addr)?);
         std::thread::sleep(Duration::from_secs(3));
-        if server.child.try_wait()?.is_none() {
+        if server.try_wait()?.is_none() {
             return Ok((addr, server));
         }
     }

@@ -7,6 +7,7 @@
 mod flood;
 mod holders;
 
+use super::procs::{StopOnDrop, free_addr};
 use anyhow::{Context, bail, ensure};
 use clap::Args;
 use pcdn_core::wire::ContentId;
@@ -19,7 +20,7 @@ use pcdn_tracker::{StoreUrl, TrackerConfig};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -135,7 +136,7 @@ async fn child(role: &str, args: &SoakArgs) -> anyhow::Result<()> {
 /// One process of the stack, SIGTERMed (then killed) when dropped.
 struct Proc {
     name: String,
-    child: Child,
+    child: StopOnDrop,
     samples: Vec<(f64, u64, u64)>,
 }
 
@@ -156,33 +157,6 @@ impl Proc {
     }
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<SocketAddr> {
-    // The kernel picks, the child binds it a moment later: good enough on loopback.
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").context("finding a free port")?;
-    let tcp = std::net::TcpListener::bind(socket.local_addr()?);
-    Ok(match tcp {
-        Ok(listener) => listener.local_addr()?,
-        Err(_) => socket.local_addr()?,
-    })
-}
-
 fn spawn(name: &str, dir: &Path, extra: &[String]) -> anyhow::Result<Proc> {
     let exe = std::env::current_exe().context("the pcdn binary's path")?;
     let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
@@ -195,7 +169,7 @@ fn spawn(name: &str, dir: &Path, extra: &[String]) -> anyhow::Result<Proc> {
         .with_context(|| format!("starting {name}"))?;
     Ok(Proc {
         name: name.to_owned(),
-        child,
+        child: StopOnDrop::new(child),
         samples: Vec::new(),
     })
 }
@@ -275,7 +249,7 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
     let operator_dir = dir.join("operator");
     let operator = pcdn_identity::files::init_operator(&operator_dir)?;
 
-    let tracker_addr = free_port()?;
+    let tracker_addr = free_addr()?;
     let tracker_url = format!("http://{tracker_addr}");
     let mut procs = vec![spawn(
         "tracker",
@@ -305,7 +279,7 @@ async fn soak(args: &SoakArgs) -> anyhow::Result<SoakResult> {
         let store_dir = dir.join(&name);
         let id = Store::open(&store_dir)?.add(&sample)?;
         content = Some(id);
-        let addr = free_port()?;
+        let addr = free_addr()?;
         servers.push(addr);
         let mut extra = vec![
             "--role".into(),
