@@ -211,6 +211,12 @@ fn table(scenario: &Scenario, rows: &[FullRow]) -> String {
         column("completion s", true, |r| {
             r.row.completion_s.map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
         }),
+        column("bound s", true, |r| {
+            r.row.bound_s.map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
+        }),
+        column("efficiency", true, |r| {
+            r.row.efficiency.map_or_else(|| "-".to_owned(), |e| format!("{e:.3}"))
+        }),
         column("waste", true, |r| format!("{:.3}", r.row.waste)),
         column("req waste", true, |r| format!("{:.3}", r.row.request_waste)),
         column("cdn share", true, |r| format!("{:.3}", r.row.cdn_share)),

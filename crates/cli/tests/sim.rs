@@ -88,6 +88,8 @@ fn json_rows_have_the_documented_fields_in_order() {
         "wait_mean_ms",
         "wait_p99_ms",
         "completion_s",
+        "bound_s",
+        "efficiency",
         "waste",
         "request_waste",
         "cdn_share",
@@ -113,6 +115,10 @@ fn json_rows_have_the_documented_fields_in_order() {
         assert_eq!(r["repeats"], 2);
         assert_eq!(r["completed"], 2);
         assert!(r["completion_s"].as_f64().unwrap() > 0.0);
+        // The bound is the world's own, below every completion.
+        let (bound, efficiency) = (r["bound_s"].as_f64().unwrap(), r["efficiency"].as_f64().unwrap());
+        assert!(bound > 0.0 && bound < r["completion_s"].as_f64().unwrap(), "{r}");
+        assert!(efficiency > 0.0 && efficiency < 1.0, "{r}");
         assert!((r["capacity_mbps"].as_f64().unwrap() - 13.96).abs() < 1e-9, "{r}");
         assert!(r["goodput_mbps"].as_f64().unwrap() > 0.0);
     }

@@ -5,6 +5,7 @@
 //! Everything runs in virtual time (`pcdn_core::time::Instant`, nanoseconds) and draws its
 //! randomness from seeded generators, so the same seed gives the same run, bit for bit.
 
+mod bound;
 pub mod fleet;
 pub mod link;
 pub mod network;

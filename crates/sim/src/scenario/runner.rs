@@ -35,6 +35,11 @@ pub struct Row {
     pub wait_p99_ms: f64,
     /// First request to last byte, s; null if any repeat did not complete.
     pub completion_s: Option<f64>,
+    /// The world's fluid bound on the completion time, s (`WorldSpec::bound_s`); null if the
+    /// paths can never carry the content.
+    pub bound_s: Option<f64>,
+    /// `bound_s` ÷ `completion_s`, per run; null if any repeat did not complete.
+    pub efficiency: Option<f64>,
     /// (DATA packets received − packets needed) ÷ packets needed.
     pub waste: f64,
     /// (requests sent − packets needed) ÷ packets needed (Pscheduler's waste).
@@ -102,6 +107,8 @@ pub struct RunMetrics {
     pub wait_mean_ms: f64,
     pub wait_p99_ms: f64,
     pub completion_s: Option<f64>,
+    pub bound_s: Option<f64>,
+    pub efficiency: Option<f64>,
     pub waste: f64,
     pub request_waste: f64,
     pub cdn_share: f64,
@@ -110,9 +117,14 @@ pub struct RunMetrics {
 }
 
 impl RunMetrics {
-    fn of(outcome: &Outcome) -> RunMetrics {
+    fn of(outcome: &Outcome, bound_s: Option<f64>) -> RunMetrics {
         let s = &outcome.stats;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let completion_s = if outcome.completed {
+            s.completion_time().map(|d| d.as_secs_f64())
+        } else {
+            None
+        };
         RunMetrics {
             goodput_mbps: s.goodput_bps() / 1e6,
             capacity_mbps: outcome.capacity_bps / 1e6,
@@ -121,11 +133,9 @@ impl RunMetrics {
             ofo_max_bytes: s.ofo_max_bytes() as f64,
             wait_mean_ms: ms(s.wait_mean()),
             wait_p99_ms: ms(s.wait_p99()),
-            completion_s: if outcome.completed {
-                s.completion_time().map(|d| d.as_secs_f64())
-            } else {
-                None
-            },
+            completion_s,
+            bound_s,
+            efficiency: completion_s.zip(bound_s).map(|(c, b)| b / c),
             waste: s.waste(),
             request_waste: s.request_waste(),
             cdn_share: s.cdn_share(),
@@ -197,7 +207,7 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
                     let result = world::run_with_video(run.world, run.video, run.scheduler, run.cc, run.seed)
-                        .map(|o| RunMetrics::of(&o));
+                        .map(|o| RunMetrics::of(&o, run.world.bound_s()));
                     if result.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
@@ -228,6 +238,7 @@ fn aggregate(runs: &[Run<'_>], measured: &[RunMetrics]) -> Vec<FullRow> {
         let n = group.len() as f64;
         let mean = |f: fn(&RunMetrics) -> f64| group.iter().map(f).sum::<f64>() / n;
         let completions: Option<Vec<f64>> = group.iter().map(|m| m.completion_s).collect();
+        let efficiencies: Option<Vec<f64>> = group.iter().map(|m| m.efficiency).collect();
         let row = Row {
             scheduler: first.scheduler.to_owned(),
             cc: first.cc.to_owned(),
@@ -241,6 +252,8 @@ fn aggregate(runs: &[Run<'_>], measured: &[RunMetrics]) -> Vec<FullRow> {
             wait_mean_ms: mean(|m| m.wait_mean_ms),
             wait_p99_ms: mean(|m| m.wait_p99_ms),
             completion_s: completions.map(|c| c.iter().sum::<f64>() / n),
+            bound_s: group[0].bound_s,
+            efficiency: efficiencies.map(|e| e.iter().sum::<f64>() / n),
             waste: mean(|m| m.waste),
             request_waste: mean(|m| m.request_waste),
             cdn_share: mean(|m| m.cdn_share),
