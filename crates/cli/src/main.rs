@@ -27,7 +27,8 @@ enum Command {
     /// Measure the speed of pcdn's parts (no network: the core in memory).
     Bench(bench::BenchArgs),
     /// Run the whole stack on loopback (tracker, origin, four edges behind emulated links)
-    /// and compare schedulers fetching one sample. Nothing to set up.
+    /// and compare schedulers fetching one sample; with --fleet, a whole PCDN (caching edges,
+    /// placement, 40 viewers) and its CDN share over time. Nothing to set up.
     Demo(demo::DemoArgs),
     /// Run a real-time UDP relay that applies the simulator's link model in each direction.
     Emulate(pcdn_emulate::EmulateArgs),

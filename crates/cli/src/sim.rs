@@ -2,7 +2,7 @@
 //! congestion control × sweep point, as a table, as JSON, or as PNG charts of a sweep.
 
 mod fleet;
-mod plot;
+pub(crate) mod plot;
 mod random;
 
 use std::fmt::Write as _;

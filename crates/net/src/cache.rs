@@ -65,6 +65,17 @@ pub struct Entry {
     pub last_served_ms: u64,
 }
 
+/// What the cache's completed fills downloaded since the device started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FillStats {
+    /// Contents filled.
+    pub contents: u64,
+    /// Payload bytes received by those fills, duplicates included.
+    pub bytes: u64,
+    /// The part of `bytes` that came from origins (the CDN).
+    pub origin_bytes: u64,
+}
+
 /// The index on disk.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +103,7 @@ pub struct Cache {
     config: CacheConfig,
     entries: Mutex<BTreeMap<ContentId, Entry>>,
     assignment: watch::Sender<Option<Vec<ContentId>>>,
+    fills: Mutex<FillStats>,
 }
 
 fn unix_ms(at: SystemTime) -> u64 {
@@ -114,6 +126,7 @@ impl Cache {
             config,
             entries: Mutex::new(entries),
             assignment: watch::channel(None).0,
+            fills: Mutex::new(FillStats::default()),
         };
         cache.save()?;
         Ok(Arc::new(cache))
@@ -145,14 +158,17 @@ impl Cache {
 
     /// Bytes on disk: every content of the store and every fill's partial file.
     pub fn used_bytes(&self) -> u64 {
-        let held: u64 = self
-            .store
+        self.held_bytes() + self.store.fills().iter().map(|id| self.fill_bytes(id)).sum::<u64>()
+    }
+
+    /// Bytes of the store's complete contents.
+    fn held_bytes(&self) -> u64 {
+        self.store
             .list()
             .unwrap_or_default()
             .iter()
             .filter_map(|id| self.store.data_length(id))
-            .sum();
-        held + self.store.fills().iter().map(|id| self.fill_bytes(id)).sum::<u64>()
+            .sum()
     }
 
     /// Bytes a fill of `id` holds on disk so far (its partial file is sized to the content).
@@ -166,9 +182,24 @@ impl Cache {
     }
 
     /// The heartbeat's disk figures: the budget, and the bytes of it still free (never more
-    /// than the file system has).
+    /// than the file system has). A fill under way of an assigned content counts as free: the
+    /// tracker counts that content against the budget already, and counting its partial file
+    /// too shrank the budget by every fill under way, so rounds took contents away mid-fill
+    /// and edges refilled over and over (seen in `pcdn demo --fleet`: 5 to 9 fills per edge
+    /// for 1 or 2 contents held at the end).
     pub fn disk(&self) -> (u64, u64) {
-        let free = self.config.cache_bytes.saturating_sub(self.used_bytes());
+        let assigned: HashSet<ContentId> = self.assignment.borrow().iter().flatten().copied().collect();
+        let unassigned_fills: u64 = self
+            .store
+            .fills()
+            .iter()
+            .filter(|id| !assigned.contains(id))
+            .map(|id| self.fill_bytes(id))
+            .sum();
+        let free = self
+            .config
+            .cache_bytes
+            .saturating_sub(self.held_bytes() + unassigned_fills);
         (
             self.config.cache_bytes,
             free.min(fs_available(self.store.dir()).unwrap_or(u64::MAX)),
@@ -204,6 +235,19 @@ impl Cache {
             }
         }
         moved
+    }
+
+    /// What the completed fills downloaded so far.
+    pub fn fill_stats(&self) -> FillStats {
+        *self.fills.lock().expect("cache lock")
+    }
+
+    /// Counts a completed fill's download: `bytes` received, `origin_bytes` of them from origins.
+    pub(crate) fn count_fill(&self, bytes: u64, origin_bytes: u64) {
+        let mut fills = self.fills.lock().expect("cache lock");
+        fills.contents += 1;
+        fills.bytes += bytes;
+        fills.origin_bytes += origin_bytes;
     }
 
     /// Records a completed fill.
@@ -368,6 +412,22 @@ mod tests {
         assert_eq!(plan_eviction(&entries, &assigned, 300), Some(vec![id(2), id(4), id(1)]));
         assert_eq!(plan_eviction(&entries, &assigned, 301), None);
         assert_eq!(plan_eviction(&entries, &assigned, 0), Some(vec![]));
+    }
+
+    #[test]
+    fn a_fill_under_way_counts_as_free_only_while_its_content_is_assigned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let cache = Cache::open(store.source(1200), CacheConfig::new(10_000)).unwrap();
+        let fill = cache.store().fill_dir(&id(7));
+        std::fs::create_dir_all(&fill).unwrap();
+        std::fs::write(fill.join("data.pcdn-partial"), vec![0u8; 4_000]).unwrap();
+        assert_eq!(cache.used_bytes(), 4_000);
+        assert_eq!(cache.disk(), (10_000, 6_000));
+        cache.assign(Some(vec![id(7)]));
+        assert_eq!(cache.disk(), (10_000, 10_000));
+        cache.assign(Some(vec![id(8)]));
+        assert_eq!(cache.disk(), (10_000, 6_000));
     }
 
     #[test]

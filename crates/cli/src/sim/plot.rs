@@ -1,5 +1,7 @@
 //! PNG charts of a sweep (one chart per metric, x = the swept value, one line per scheduler ×
-//! congestion control) and of fleets over time (one line per placement × scheduler × control). Text uses DejaVu Sans embedded in the binary, so no system font is needed.
+//! congestion control), of fleets over time (one line per placement × scheduler × control)
+//! and of `pcdn demo --fleet`'s CDN share. Text uses DejaVu Sans embedded in the binary, so no
+//! system font is needed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -405,4 +407,27 @@ pub fn write_fleet_charts(name: &str, rows: &[FleetRow], dir: &Path) -> anyhow::
         written.push(path);
     }
     Ok(written)
+}
+
+/// One line over time (x in seconds) into the PNG `path`, its folder created if missing:
+/// `pcdn demo --fleet`'s CDN share per window.
+pub fn write_timeline_chart(
+    path: &Path,
+    caption: &str,
+    y_desc: &str,
+    label: &str,
+    points: &[(f64, f64)],
+) -> anyhow::Result<()> {
+    register_font()?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+    }
+    anyhow::ensure!(!points.is_empty(), "--plot: no point to draw");
+    let axis = Axis::Numeric {
+        unit: "s",
+        xs: points.iter().map(|p| p.0).collect(),
+    };
+    let lines = [(label, Style { color: 0, marker: 0 }, points.to_vec())];
+    draw(path, caption, "time (s)", &axis, y_desc, &lines)
+        .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))
 }

@@ -141,6 +141,9 @@ async fn fill_one(
     let report = fetch(config).await?;
     cache.store.install_fill(&dir, id, &manifest)?;
     cache.insert(*id, length)?;
+    let bytes = report.paths.iter().map(|p| p.bytes).sum();
+    let origin_bytes = report.paths.iter().filter(|p| p.origin).map(|p| p.bytes).sum();
+    cache.count_fill(bytes, origin_bytes);
     tracing::debug!(content = %id_hex, cdn_share = report.cdn_share, resumed = report.resumed_bytes, "fill report");
     Ok(length)
 }

@@ -69,7 +69,7 @@ pub(crate) fn stream_seed(seed: u64, stream: &str) -> u64 {
 
 /// A discrete law by inverse transform on its cumulative weights: Zipf's over `n` items, or
 /// any weights.
-struct ZipfTable {
+pub struct ZipfTable {
     cumulative: Vec<f64>,
 }
 
@@ -86,7 +86,8 @@ impl ZipfTable {
         ZipfTable { cumulative }
     }
 
-    fn new(n: usize, exponent: f64) -> ZipfTable {
+    /// Zipf's law over `n` items: item k (from 0) has weight 1 ÷ (k + 1)^`exponent`.
+    pub fn new(n: usize, exponent: f64) -> ZipfTable {
         let mut total = 0.0;
         let cumulative = (0..n)
             .map(|k| {
@@ -98,7 +99,7 @@ impl ZipfTable {
     }
 
     /// The item for a uniform draw `u` in [0, 1).
-    fn sample(&self, u: f64) -> usize {
+    pub fn sample(&self, u: f64) -> usize {
         let total = self.cumulative.last().copied().unwrap_or(0.0);
         let target = u * total;
         self.cumulative

@@ -15,6 +15,7 @@ pub(crate) mod draw;
 mod placement;
 mod world;
 
+pub use draw::ZipfTable;
 pub use placement::PlacementSpec;
 pub use world::{FleetWorld, run, run_observed};
 
