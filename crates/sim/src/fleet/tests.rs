@@ -192,6 +192,10 @@ fn an_observed_run_reports_each_window_and_runs_as_the_plain_one() {
     let observed = run_observed(&spec, "weave", "cubic", 4, &mut |now_s| seen.push(now_s)).unwrap();
     let windows: Vec<f64> = (1..=seen.len()).map(|k| 60.0 * k as f64).collect();
     assert!(!seen.is_empty() && seen == windows, "{seen:?}");
-    assert!(seen[seen.len() - 1] <= observed.end_s, "{seen:?} past the end {}", observed.end_s);
+    assert!(
+        seen[seen.len() - 1] <= observed.end_s,
+        "{seen:?} past the end {}",
+        observed.end_s
+    );
     assert_eq!(observed.viewers, run(&spec, "weave", "cubic", 4).unwrap().viewers);
 }
