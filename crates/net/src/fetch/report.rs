@@ -303,6 +303,8 @@ mod tests {
             wait_mean_ms: 0.0,
             wait_p99_ms: 0.0,
             completion_s: None,
+            bound_s: None,
+            efficiency: None,
             waste: 0.0,
             request_waste: 0.0,
             cdn_share: 0.0,
