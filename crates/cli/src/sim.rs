@@ -1,6 +1,7 @@
 //! `pcdn sim`: runs a scenario file in the simulator and prints one row per scheduler ×
 //! congestion control × sweep point, as a table, as JSON, or as PNG charts of a sweep.
 
+mod ab;
 mod fleet;
 pub(crate) mod plot;
 mod random;

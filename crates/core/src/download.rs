@@ -962,7 +962,10 @@ impl Download {
         let mut consider = |t: Instant| earliest = Some(earliest.map_or(t, |e: Instant| e.min(t)));
         for path in &self.paths {
             match path.state {
-                PathState::Connecting { next_hello, .. } => consider(next_hello),
+                // A finished download sends no hello (`poll_hello`), so the retry time would
+                // never move and would fire at once, again and again.
+                PathState::Connecting { next_hello, .. } if !self.done => consider(next_hello),
+                PathState::Connecting { .. } => {}
                 PathState::Established { .. } => {
                     if let Some(t) = path.rto_deadline() {
                         consider(t);

@@ -6,6 +6,7 @@
 //! line when there is one, the dotted key and what was expected:
 //! `scenarios/x.toml:14: server.edge1.link.rate: expected a rate such as "10mbit", ...`.
 
+mod ab_report;
 mod fleet;
 mod fleet_runner;
 mod paired;
@@ -30,6 +31,7 @@ use crate::link::{Jitter, Link, LinkConfig, Loss, QueueLimit, Rate};
 use crate::units;
 use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
+pub use ab_report::{AB_PERCENTILES, AB_SLICES, AbGroup, AbReport, Change, ab_reports};
 pub use fleet::{AnyScenario, FleetRun, FleetScenario, PLACEMENTS};
 pub use fleet_runner::{FleetRow, FleetRunRecord, TimelineRow, ViewerRecordRow};
 pub use paired::{Paired, paired};

@@ -2,7 +2,7 @@
 //! control, as a table or as JSON.
 
 use anyhow::{Context, bail};
-use pcdn_sim::scenario::{FleetRow, FleetScenario};
+use pcdn_sim::scenario::{FleetRow, FleetScenario, ab_reports};
 
 use super::{Column, SimArgs, column_of as column, render};
 
@@ -39,16 +39,31 @@ pub(super) fn run(args: &SimArgs, mut scenario: FleetScenario) -> anyhow::Result
     let rows = scenario.run(args.threads, &|| progress.inc());
     progress.finish();
     let mut rows = rows?;
+    let ab = if scenario.ab_test {
+        ab_reports(&rows, &scenario.schedulers, scenario.arrival_window().as_secs_f64())
+    } else {
+        Vec::new()
+    };
     if !args.runs {
         rows.iter_mut().for_each(|r| r.runs.clear());
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows).context("rows as JSON")?);
+        let json = if scenario.ab_test {
+            serde_json::to_string_pretty(&serde_json::json!({ "rows": rows, "ab": ab }))
+        } else {
+            serde_json::to_string_pretty(&rows)
+        };
+        println!("{}", json.context("rows as JSON")?);
     } else {
         print!("{}", table(&scenario, &rows));
+        for report in &ab {
+            print!("\n{}", super::ab::table(report));
+        }
     }
     if let Some(dir) = &args.plot {
-        for file in super::plot::write_fleet_charts(&scenario.name, &rows, dir)? {
+        let mut files = super::plot::write_fleet_charts(&scenario.name, &rows, dir)?;
+        files.extend(super::plot::write_ab_charts(&scenario.name, &ab, dir)?);
+        for file in files {
             eprintln!("wrote {}", file.display());
         }
     }

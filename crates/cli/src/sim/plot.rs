@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use anyhow::{Context, anyhow};
-use pcdn_sim::scenario::{FleetRow, FullRow, Scenario};
+use pcdn_sim::scenario::{AbGroup, AbReport, FleetRow, FullRow, Scenario};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -430,4 +430,62 @@ pub fn write_timeline_chart(
     let lines = [(label, Style { color: 0, marker: 0 }, points.to_vec())];
     draw(path, caption, "time (s)", &axis, y_desc, &lines)
         .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))
+}
+
+/// An A/B test's charts, one per report: goodput, waiting time and download speed by
+/// percentile (Pscheduler's Figs. 11 and 12), and the jump-to-CDN rate and waste by slice of
+/// the day (Figs. 13 and 14); one line per group.
+pub fn write_ab_charts(name: &str, reports: &[AbReport], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    register_font()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+    type Values = fn(&AbGroup) -> &[f64];
+    let by_percentile: [(&str, &str, Values); 3] = [
+        ("goodput", "goodput (Mbit/s)", |g| &g.goodput_mbps),
+        ("wait", "waiting time (ms)", |g| &g.wait_ms),
+        ("speed", "download speed (Mbit/s)", |g| &g.download_speed_mbps),
+    ];
+    let by_slice: [(&str, &str, Values); 2] = [
+        ("jump", "jump-to-CDN rate", |g| &g.jump_to_cdn_rate),
+        ("waste", "waste (requests beyond packets ÷ packets)", |g| &g.waste),
+    ];
+    let several = reports.len() > 1;
+    let mut written = Vec::new();
+    for report in reports {
+        let tag = if several {
+            format!("-{}-{}", report.placement, report.cc)
+        } else {
+            String::new()
+        };
+        let percentiles: Vec<f64> = report.percentiles.iter().map(|q| q * 100.0).collect();
+        let charts = by_percentile
+            .iter()
+            .map(|c| (c, "percentile of viewers", &percentiles, "percentile"))
+            .chain(
+                by_slice
+                    .iter()
+                    .map(|c| (c, "arrival (hour)", &report.slice_start_h, "h")),
+            );
+        for ((file, title, values), x_desc, xs, unit) in charts {
+            let path = dir.join(format!("ab-{file}{tag}.png"));
+            let lines: Vec<Line<'_>> = report
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    let points = xs
+                        .iter()
+                        .copied()
+                        .zip(values(g).iter().copied())
+                        .filter(|p| p.1.is_finite());
+                    (g.scheduler.as_str(), Style { color: i, marker: i }, points.collect())
+                })
+                .collect();
+            let axis = Axis::Numeric { unit, xs: xs.clone() };
+            let caption = format!("{name} ({}, {}): {title}", report.placement, report.cc);
+            draw(&path, &caption, x_desc, &axis, title, &lines)
+                .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))?;
+            written.push(path);
+        }
+    }
+    Ok(written)
 }

@@ -13,11 +13,16 @@ pub(super) struct Arrival {
     pub video: usize,
     /// Fraction of the video watched before leaving.
     pub watch: f64,
+    /// Which of the run's schedulers the viewer uses (an A/B test's group).
+    pub group: usize,
 }
 
-/// Every viewer of `spec` over `videos` videos, in arrival order.
-pub(super) fn arrivals(spec: &ViewerSpec, videos: usize, seed: u64) -> Vec<Arrival> {
+/// Every viewer of `spec` over `videos` videos, in arrival order, each in one of `groups`
+/// groups drawn at random with equal chances (from a stream of its own, so that the arrivals
+/// and choices are the same whatever the number of groups).
+pub(super) fn arrivals(spec: &ViewerSpec, videos: usize, groups: usize, seed: u64) -> Vec<Arrival> {
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "viewers"));
+    let mut group_rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "groups"));
     let zipf = ZipfTable::new(videos, spec.zipf);
     let window_s = spec.arrival_window.as_secs_f64();
     let times: Vec<f64> = if spec.load_profile.is_empty() {
@@ -54,6 +59,11 @@ pub(super) fn arrivals(spec: &ViewerSpec, videos: usize, seed: u64) -> Vec<Arriv
                 at: Instant::ZERO + Duration::from_secs_f64(t),
                 video,
                 watch,
+                group: if groups > 1 {
+                    group_rng.random_range(0..groups)
+                } else {
+                    0
+                },
             }
         })
         .collect()
@@ -123,6 +133,7 @@ mod tests {
             access_down: LinkConfig::fixed(50_000_000, Duration::from_millis(5)),
             access_up: LinkConfig::fixed(10_000_000, Duration::from_millis(5)),
             edges_per_viewer: 4,
+            jump_to_cdn: None,
         }
     }
 
@@ -131,7 +142,7 @@ mod tests {
         let mut spec = viewers(6000, 1.0);
         // Quiet first half, busy second half (three times the rate).
         spec.load_profile = vec![1.0, 3.0];
-        let a = arrivals(&spec, 10, 3);
+        let a = arrivals(&spec, 10, 1, 3);
         assert_eq!(a.len(), 6000);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         let late = a
@@ -158,9 +169,9 @@ mod tests {
     #[test]
     fn arrivals_are_reproducible_skewed_and_spread_over_the_window() {
         let spec = viewers(4000, 1.0);
-        let a = arrivals(&spec, 10, 7);
-        assert_eq!(a, arrivals(&spec, 10, 7));
-        assert_ne!(a, arrivals(&spec, 10, 8));
+        let a = arrivals(&spec, 10, 1, 7);
+        assert_eq!(a, arrivals(&spec, 10, 1, 7));
+        assert_ne!(a, arrivals(&spec, 10, 1, 8));
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         let last = (a.last().unwrap().at - Instant::ZERO).as_secs_f64();
         assert!(
@@ -176,5 +187,19 @@ mod tests {
         let ratio = counts[0] as f64 / counts[1] as f64;
         assert!((1.7..2.4).contains(&ratio), "{counts:?}");
         assert!(counts[0] > 6 * counts[9], "{counts:?}");
+    }
+
+    #[test]
+    fn groups_split_the_viewers_evenly_without_changing_who_arrives_when() {
+        let spec = viewers(3000, 1.0);
+        let one = arrivals(&spec, 10, 1, 5);
+        let three = arrivals(&spec, 10, 3, 5);
+        assert!(one.iter().all(|v| v.group == 0));
+        let mut counts = [0usize; 3];
+        for (a, b) in one.iter().zip(&three) {
+            assert_eq!((a.at, a.video, a.watch), (b.at, b.video, b.watch));
+            counts[b.group] += 1;
+        }
+        assert!(counts.iter().all(|&c| (900..1100).contains(&c)), "{counts:?}");
     }
 }

@@ -20,7 +20,7 @@ pub use placement::PlacementSpec;
 pub use world::{FleetWorld, run, run_observed};
 
 use crate::link::LinkConfig;
-use pcdn_core::player::VideoSpec;
+use pcdn_core::player::{JumpToCdn, VideoSpec};
 use pcdn_core::time::Duration;
 
 /// One edge device.
@@ -69,6 +69,8 @@ pub struct ViewerSpec {
     pub access_up: LinkConfig,
     /// Edges a viewer asks the tracker for (the origin comes on top, as in `pcdn fetch`).
     pub edges_per_viewer: usize,
+    /// Douyin's fallback rule in every viewer's player, if on.
+    pub jump_to_cdn: Option<JumpToCdn>,
 }
 
 /// A fleet: the videos, the viewers, the devices and the origin.
@@ -96,6 +98,8 @@ pub struct FleetSpec {
 pub struct ViewerRecord {
     /// Arrival order, from 0.
     pub index: usize,
+    /// Index of the viewer's scheduler among the run's (0 with one scheduler).
+    pub group: usize,
     pub video: usize,
     pub arrived_s: f64,
     /// Seconds from arrival to the first frame; `None` if it never played.
@@ -109,6 +113,19 @@ pub struct ViewerRecord {
     /// Packets received twice.
     pub duplicate_packets: u64,
     pub received_packets: u64,
+    /// Out-of-order bytes waiting in the receive buffer, averaged over packet arrivals
+    /// (Pscheduler's Fig. 10 metric).
+    pub ofo_mean_bytes: f64,
+    /// Mean time a packet waited between its arrival and its in-order delivery, ms (Fig. 11).
+    pub wait_mean_ms: f64,
+    /// Bytes delivered in order ÷ time from the first request to the last in-order delivery,
+    /// bit/s (the continuous speed of Fig. 11).
+    pub goodput_bps: f64,
+    /// Payload bytes received (duplicates included) over the same time, bit/s (Fig. 12).
+    pub download_speed_bps: f64,
+    /// (requests sent − packets delivered) ÷ packets delivered: Pscheduler's waste (Fig. 14),
+    /// over what the viewer took rather than the whole video, since it leaves part-way.
+    pub request_waste: f64,
     /// The viewer watched what it came for (or the whole video) before the run ended.
     pub finished: bool,
 }
@@ -179,6 +196,15 @@ pub const SAMPLE_WINDOW: Duration = Duration::from_secs(60);
 pub const BILLING_WINDOW: Duration = Duration::from_secs(300);
 
 impl FleetOutcome {
+    /// The outcome as group `group`'s viewers saw it: their records only; what belongs to the
+    /// fleet (device bytes, the origin's windows, fills, the timeline) stays whole.
+    pub fn group(&self, group: usize) -> FleetOutcome {
+        FleetOutcome {
+            viewers: self.viewers.iter().filter(|v| v.group == group).cloned().collect(),
+            ..self.clone()
+        }
+    }
+
     /// Bytes from the origin ÷ all bytes the viewers received.
     pub fn cdn_share(&self) -> f64 {
         let origin: u64 = self.viewers.iter().map(|v| v.origin_bytes).sum();

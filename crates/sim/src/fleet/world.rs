@@ -24,21 +24,23 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 mod control;
 
-/// Runs the fleet of `spec` with every viewer on `scheduler` and `cc`, seeded with `seed`.
-pub fn run(spec: &FleetSpec, scheduler: &str, cc: &str, seed: u64) -> Result<FleetOutcome, FleetError> {
-    FleetWorld::new(spec, scheduler, cc, seed)?.run()
+/// Runs the fleet of `spec` on congestion control `cc`, seeded with `seed`. With one scheduler
+/// every viewer uses it; with several, each viewer is put in one of them at random (an A/B
+/// test on one fleet; [`ViewerRecord::group`] says which). Devices fill with the first.
+pub fn run(spec: &FleetSpec, schedulers: &[&str], cc: &str, seed: u64) -> Result<FleetOutcome, FleetError> {
+    FleetWorld::new(spec, schedulers, cc, seed)?.run()
 }
 
 /// `run`, telling `observe` the simulated seconds at the end of every timeline window (a
 /// progress line for a run of minutes).
 pub fn run_observed(
     spec: &FleetSpec,
-    scheduler: &str,
+    schedulers: &[&str],
     cc: &str,
     seed: u64,
     observe: &mut dyn FnMut(f64),
 ) -> Result<FleetOutcome, FleetError> {
-    FleetWorld::new(spec, scheduler, cc, seed)?.run_observed(observe)
+    FleetWorld::new(spec, schedulers, cc, seed)?.run_observed(observe)
 }
 
 /// Synthetic videos (all zeros) on one server's disk.
@@ -140,8 +142,9 @@ struct ViewerPath {
 /// Who a client node is.
 #[derive(Clone, Copy, Debug)]
 enum Client {
-    /// A viewer who watches this much of its video, then leaves.
-    Viewer { watch: Duration },
+    /// A viewer who watches this much of its video, then leaves; its scheduler is the
+    /// group's.
+    Viewer { watch: Duration, group: usize },
     /// A device (server index) filling its cache.
     Fill { device: usize },
 }
@@ -185,7 +188,8 @@ enum Endpoint {
 /// The simulation state of one fleet run.
 pub struct FleetWorld {
     spec: FleetSpec,
-    scheduler: String,
+    /// The viewers' schedulers, by group; devices fill with the first.
+    schedulers: Vec<String>,
     cc: Box<dyn ControllerFactory>,
     seed: u64,
     arrivals: Vec<Arrival>,
@@ -225,8 +229,13 @@ pub struct FleetWorld {
 
 impl FleetWorld {
     /// Builds the fleet of `spec`: servers up, no viewer yet.
-    pub fn new(spec: &FleetSpec, scheduler_name: &str, cc_name: &str, seed: u64) -> Result<FleetWorld, FleetError> {
-        scheduler::by_name(scheduler_name, seed).ok_or_else(|| FleetError::UnknownScheduler(scheduler_name.into()))?;
+    pub fn new(spec: &FleetSpec, schedulers: &[&str], cc_name: &str, seed: u64) -> Result<FleetWorld, FleetError> {
+        if schedulers.is_empty() {
+            return Err(FleetError::UnknownScheduler(String::new()));
+        }
+        for name in schedulers {
+            scheduler::by_name(name, seed).ok_or_else(|| FleetError::UnknownScheduler((*name).into()))?;
+        }
         let cc = cc::by_name(cc_name).ok_or_else(|| FleetError::UnknownCc(cc_name.into()))?;
         if spec.videos.is_empty() {
             return Err(FleetError::NoVideos);
@@ -342,7 +351,7 @@ impl FleetWorld {
                 }
             })
             .collect();
-        let arrivals = draw::arrivals(&spec.viewers, spec.videos.len(), seed);
+        let arrivals = draw::arrivals(&spec.viewers, spec.videos.len(), schedulers.len(), seed);
         let engine = spec.placement.engine().map_err(FleetError::Placement)?;
         if engine.is_some() {
             timers.push(Reverse((Instant::ZERO + spec.placement.interval, Timer::Placement)));
@@ -350,7 +359,7 @@ impl FleetWorld {
         timers.push(Reverse((Instant::ZERO + SAMPLE_WINDOW, Timer::Sample)));
         Ok(FleetWorld {
             spec: spec.clone(),
-            scheduler: scheduler_name.to_owned(),
+            schedulers: schedulers.iter().map(|s| (*s).to_owned()).collect(),
             cc,
             seed,
             viewers: (0..arrivals.len()).map(|_| None).collect(),
@@ -571,7 +580,10 @@ impl FleetWorld {
             sources,
             access_down,
             &[access_up],
-            Client::Viewer { watch },
+            Client::Viewer {
+                watch,
+                group: arrival.group,
+            },
         )
     }
 
@@ -591,7 +603,7 @@ impl FleetWorld {
         let bitrate = spec.bitrate_bps;
         let player = matches!(client, Client::Viewer { .. }).then(|| PlayerConfig {
             spec: spec.clone(),
-            jump_to_cdn: None,
+            jump_to_cdn: self.spec.viewers.jump_to_cdn,
         });
         let seed = draw::stream_seed(self.seed, &format!("client {index}"));
         let config = download_config(
@@ -603,7 +615,11 @@ impl FleetWorld {
             seed,
             player.as_ref(),
         );
-        let sched = scheduler::by_name(&self.scheduler, seed).expect("checked in FleetWorld::new");
+        let group = match client {
+            Client::Viewer { group, .. } => group,
+            Client::Fill { .. } => 0,
+        };
+        let sched = scheduler::by_name(&self.schedulers[group], seed).expect("checked in FleetWorld::new");
         let mut download = Download::new(config, sched).map_err(|e| FleetError::Download {
             index,
             reason: e.to_string(),
@@ -682,8 +698,20 @@ impl FleetWorld {
         let player = stats.player.clone().unwrap_or_default();
         let origin_bytes = stats.paths.iter().filter(|p| p.origin).map(|p| p.bytes).sum();
         let edge_bytes = stats.paths.iter().filter(|p| !p.origin).map(|p| p.bytes).sum();
+        let Client::Viewer { group, .. } = viewer.client else {
+            unreachable!("fills returned above")
+        };
+        let active_s = stats.elapsed().map_or(0.0, |t| t.as_secs_f64());
+        let per_second = |bytes: u64| {
+            if active_s > 0.0 {
+                bytes as f64 * 8.0 / active_s
+            } else {
+                0.0
+            }
+        };
         self.records.push(ViewerRecord {
             index,
+            group,
             video: viewer.video,
             arrived_s: (viewer.arrived - Instant::ZERO).as_secs_f64(),
             first_frame_s: player.first_frame_latency.map(|d| d.as_secs_f64()),
@@ -694,6 +722,13 @@ impl FleetWorld {
             edge_bytes,
             duplicate_packets: stats.duplicates,
             received_packets: stats.packets_received,
+            ofo_mean_bytes: stats.ofo_mean_bytes(),
+            wait_mean_ms: stats.wait_mean().as_secs_f64() * 1e3,
+            goodput_bps: per_second(stats.bytes_delivered),
+            download_speed_bps: per_second(stats.bytes_received),
+            // Against what it delivered, not the whole video: a viewer leaves part-way.
+            request_waste: stats.requests_sent.saturating_sub(stats.packets_delivered) as f64
+                / stats.packets_delivered.max(1) as f64,
             finished,
         });
     }
@@ -705,7 +740,7 @@ impl FleetWorld {
         let Some(viewer) = self.viewers[index].as_mut() else {
             return false;
         };
-        let Client::Viewer { watch } = viewer.client else {
+        let Client::Viewer { watch, .. } = viewer.client else {
             return viewer.download.is_done();
         };
         viewer.download.advance_player(now);

@@ -14,7 +14,7 @@ use super::{Scenario, SourceFile};
 use crate::fleet::{DeviceSpec, FleetSpec, Outage, PlacementSpec, ViewerSpec, draw};
 use crate::link::{LinkConfig, Loss, QueueLimit};
 use crate::units;
-use pcdn_core::player::VideoSpec;
+use pcdn_core::player::{JumpToCdn, VideoSpec};
 use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -81,6 +81,9 @@ pub struct FleetScenario {
     pub placements: Vec<String>,
     pub duration: Duration,
     pub reorder_buffer: u64,
+    /// The schedulers share each run, viewers split among them at random (an A/B test),
+    /// instead of one run per scheduler.
+    pub ab_test: bool,
     fleet: Fleet,
 }
 
@@ -88,24 +91,31 @@ pub struct FleetScenario {
 #[derive(Clone, Debug)]
 pub struct FleetRun<'a> {
     pub placement: &'a str,
-    pub scheduler: &'a str,
+    /// The viewers' schedulers: one, or all of them in an A/B test.
+    pub schedulers: Vec<&'a str>,
     pub cc: &'a str,
     pub repeat: u32,
     pub seed: u64,
 }
 
 impl FleetScenario {
-    /// Every run: placement, then scheduler, then congestion control, then repeat (seeds
-    /// `seed`, `seed + 1`, ...); the runs of one seed meet the same fleet and viewers.
+    /// Every run: placement, then scheduler (all in one run in an A/B test), then congestion
+    /// control, then repeat (seeds `seed`, `seed + 1`, ...); the runs of one seed meet the
+    /// same fleet and viewers.
     pub fn runs(&self) -> Vec<FleetRun<'_>> {
+        let groups: Vec<Vec<&str>> = if self.ab_test {
+            vec![self.schedulers.iter().map(String::as_str).collect()]
+        } else {
+            self.schedulers.iter().map(|s| vec![s.as_str()]).collect()
+        };
         let mut runs = Vec::new();
         for placement in &self.placements {
-            for scheduler in &self.schedulers {
+            for schedulers in &groups {
                 for cc in &self.ccs {
                     for repeat in 0..self.repeat {
                         runs.push(FleetRun {
                             placement,
-                            scheduler,
+                            schedulers: schedulers.clone(),
                             cc,
                             repeat,
                             seed: self.seed.wrapping_add(u64::from(repeat)),
@@ -115,6 +125,11 @@ impl FleetScenario {
             }
         }
         runs
+    }
+
+    /// The window the viewers arrive over.
+    pub fn arrival_window(&self) -> Duration {
+        self.fleet.arrival_window.unwrap_or(self.duration)
     }
 
     /// The fleet of one run: devices and videos drawn from `seed`, edges filled by `placement`.
@@ -180,6 +195,7 @@ impl FleetScenario {
                 access_down: LinkConfig::fixed(f.access_rate, f.access_delay).with_queue(queue),
                 access_up: LinkConfig::fixed(f.access_up_rate, f.access_delay).with_queue(queue),
                 edges_per_viewer: f.edges_per_viewer,
+                jump_to_cdn: f.jump_to_cdn,
             },
             devices,
             origin_uplink: LinkConfig::fixed(f.origin_rate, f.origin_delay).with_queue(queue),
@@ -226,6 +242,7 @@ struct Fleet {
     origin_delay: Duration,
     packet_size: u32,
     queue_packets: usize,
+    jump_to_cdn: Option<JumpToCdn>,
 }
 
 /// A per-device or per-video value: fixed, or drawn from the run's seed.
@@ -314,6 +331,9 @@ struct RawFleet {
     packet_size: u32,
     #[serde(default = "default_queue_packets")]
     queue_packets: usize,
+    #[serde(default)]
+    ab_test: bool,
+    jump_to_cdn: Option<super::RawJump>,
 }
 
 fn default_placements() -> Vec<String> {
@@ -452,6 +472,12 @@ impl Ctx<'_> {
             };
             return Err(err(key, "expected a positive duration such as \"10s\"".into()));
         }
+        if f.ab_test && raw.client.schedulers.len() < 2 {
+            return Err(err(
+                "fleet.ab_test",
+                "an A/B test splits the viewers among [client] schedulers: expected at least two".into(),
+            ));
+        }
         if f.placement.is_empty() {
             return Err(err("fleet.placement", "expected at least one placement policy".into()));
         }
@@ -528,6 +554,9 @@ impl Ctx<'_> {
             origin_delay: f.origin_delay,
             packet_size: f.packet_size,
             queue_packets: f.queue_packets.max(1),
+            jump_to_cdn: f.jump_to_cdn.as_ref().map(|j| JumpToCdn {
+                buffer_below: j.buffer_below,
+            }),
         };
         let max_payload = pcdn_core::wire::MAX_PAYLOAD as u32;
         if fleet.packet_size == 0 || fleet.packet_size > max_payload {
@@ -551,6 +580,7 @@ impl Ctx<'_> {
             placements: f.placement,
             duration: raw.duration,
             reorder_buffer: raw.client.reorder_buffer,
+            ab_test: f.ab_test,
             fleet,
         })
     }

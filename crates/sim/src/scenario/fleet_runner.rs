@@ -1,6 +1,7 @@
 //! Runs a fleet scenario's runs on several threads and averages them into one row per
 //! placement × scheduler × congestion control.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,7 +16,7 @@ pub struct FleetRow {
     pub placement: String,
     pub scheduler: String,
     pub cc: String,
-    /// Viewers per run.
+    /// Viewers per run (of the row's group, in an A/B test).
     pub viewers: usize,
     /// Bytes from the origin ÷ all bytes the viewers received.
     pub cdn_share: f64,
@@ -70,8 +71,14 @@ pub struct ViewerRecordRow {
     pub arrived_s: f64,
     pub first_frame_s: Option<f64>,
     pub rebuffer_ratio: f64,
+    pub jump_to_cdn_rate: f64,
     pub origin_bytes: u64,
     pub edge_bytes: u64,
+    pub ofo_mean_bytes: f64,
+    pub wait_mean_ms: f64,
+    pub goodput_bps: f64,
+    pub download_speed_bps: f64,
+    pub request_waste: f64,
     pub finished: bool,
 }
 
@@ -83,8 +90,14 @@ impl From<&ViewerRecord> for ViewerRecordRow {
             arrived_s: v.arrived_s,
             first_frame_s: v.first_frame_s,
             rebuffer_ratio: v.rebuffer_ratio,
+            jump_to_cdn_rate: v.jump_to_cdn_rate,
             origin_bytes: v.origin_bytes,
             edge_bytes: v.edge_bytes,
+            ofo_mean_bytes: v.ofo_mean_bytes,
+            wait_mean_ms: v.wait_mean_ms,
+            goodput_bps: v.goodput_bps,
+            download_speed_bps: v.download_speed_bps,
+            request_waste: v.request_waste,
             finished: v.finished,
         }
     }
@@ -93,7 +106,8 @@ impl From<&ViewerRecord> for ViewerRecordRow {
 impl FleetScenario {
     /// Runs every run of [`FleetScenario::runs`] on `threads` threads (0: one per core),
     /// calling `on_run_done` after each; one row per placement × scheduler × congestion
-    /// control, in that order. The output depends only on the scenario, never on the threads.
+    /// control, in that order (in an A/B test, a scheduler's row covers its group of viewers
+    /// in the shared runs). The output depends only on the scenario, never on the threads.
     pub fn run(&self, threads: usize, on_run_done: &(dyn Fn() + Sync)) -> Result<Vec<FleetRow>, ScenarioError> {
         let runs = self.runs();
         let threads = if threads == 0 { default_threads() } else { threads }.clamp(1, runs.len().max(1));
@@ -106,7 +120,7 @@ impl FleetScenario {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(run) = runs.get(i) else { break };
                         let spec = self.spec(run.placement, run.seed);
-                        let outcome = fleet::run(&spec, run.scheduler, run.cc, run.seed).map_err(|e| e.to_string());
+                        let outcome = fleet::run(&spec, &run.schedulers, run.cc, run.seed).map_err(|e| e.to_string());
                         results.lock().expect("no thread panics holding it")[i] = Some(outcome);
                         on_run_done();
                     }
@@ -114,7 +128,15 @@ impl FleetScenario {
             }
         });
         let results = results.into_inner().expect("no thread panics holding it");
-        let mut rows: Vec<FleetRow> = Vec::new();
+        let key = |placement: &str, scheduler: &str, cc: &str| {
+            let at = |list: &[String], name: &str| list.iter().position(|n| n == name).expect("a listed name");
+            (
+                at(&self.placements, placement),
+                at(&self.schedulers, scheduler),
+                at(&self.ccs, cc),
+            )
+        };
+        let mut rows: BTreeMap<(usize, usize, usize), FleetRow> = BTreeMap::new();
         for (run, outcome) in runs.iter().zip(results) {
             let outcome = outcome.expect("every run ran").map_err(|message| ScenarioError {
                 file: self.file.clone(),
@@ -122,79 +144,93 @@ impl FleetScenario {
                 key: None,
                 message,
             })?;
-            let record = FleetRunRecord {
-                seed: run.seed,
-                cdn_share: outcome.cdn_share(),
-                viewers: outcome.viewers.iter().map(ViewerRecordRow::from).collect(),
-            };
-            let same = |r: &FleetRow| {
-                (r.placement.as_str(), r.scheduler.as_str(), r.cc.as_str()) == (run.placement, run.scheduler, run.cc)
-            };
-            if !rows.last().is_some_and(same) {
-                rows.push(FleetRow {
-                    placement: run.placement.to_owned(),
-                    scheduler: run.scheduler.to_owned(),
-                    cc: run.cc.to_owned(),
-                    viewers: outcome.viewers.len(),
-                    cdn_share: 0.0,
-                    cdn_p95_mbps: 0.0,
-                    first_frame_p50_s: 0.0,
-                    first_frame_p95_s: 0.0,
-                    rebuffer_ratio: 0.0,
-                    stalled_viewers: 0.0,
-                    jump_to_cdn_rate: 0.0,
-                    waste: 0.0,
-                    edge_utilization: 0.0,
-                    fill_bytes: 0,
-                    timeline: Vec::new(),
-                    runs: Vec::new(),
-                });
-            }
-            let row = rows.last_mut().expect("pushed above");
-            // Sums here; divided by the repeat count below.
-            row.cdn_share += outcome.cdn_share();
-            row.cdn_p95_mbps += outcome.cdn_p95_mbps();
-            row.first_frame_p50_s += outcome.first_frame_s(0.5).unwrap_or(f64::NAN);
-            row.first_frame_p95_s += outcome.first_frame_s(0.95).unwrap_or(f64::NAN);
-            row.rebuffer_ratio += outcome.rebuffer_ratio();
-            row.stalled_viewers += outcome.stalled_viewers();
-            row.jump_to_cdn_rate += outcome.jump_to_cdn_rate();
-            row.waste += outcome.waste();
-            row.edge_utilization += outcome.edge_utilization;
-            row.fill_bytes += outcome.fill_bytes;
-            if row.timeline.len() < outcome.timeline.len() {
-                row.timeline.resize(outcome.timeline.len(), TimelineRow::default());
-            }
-            for (t, sample) in row.timeline.iter_mut().zip(&outcome.timeline) {
-                t.t_s = sample.t_s;
-                t.cdn_share += sample.cdn_share();
-                t.edge_utilization += sample.edge_utilization();
-                t.stalled_viewers += sample.stalled_share();
-            }
-            row.runs.push(record);
-        }
-        for row in &mut rows {
-            let n = row.runs.len().max(1) as f64;
-            for v in [
-                &mut row.cdn_share,
-                &mut row.cdn_p95_mbps,
-                &mut row.first_frame_p50_s,
-                &mut row.first_frame_p95_s,
-                &mut row.rebuffer_ratio,
-                &mut row.stalled_viewers,
-                &mut row.jump_to_cdn_rate,
-                &mut row.waste,
-                &mut row.edge_utilization,
-            ] {
-                *v /= n;
-            }
-            row.fill_bytes /= row.runs.len().max(1) as u64;
-            for t in &mut row.timeline {
-                t.cdn_share /= n;
-                t.edge_utilization /= n;
-                t.stalled_viewers /= n;
+            for (group, scheduler) in run.schedulers.iter().enumerate() {
+                let part = outcome.group(group);
+                let row = rows
+                    .entry(key(run.placement, scheduler, run.cc))
+                    .or_insert_with(|| FleetRow::new(run.placement, scheduler, run.cc));
+                row.add(run.seed, &part);
             }
         }
+        let mut rows: Vec<FleetRow> = rows.into_values().collect();
+        rows.iter_mut().for_each(FleetRow::finish);
         Ok(rows)
+    }
+}
+
+impl FleetRow {
+    fn new(placement: &str, scheduler: &str, cc: &str) -> FleetRow {
+        FleetRow {
+            placement: placement.to_owned(),
+            scheduler: scheduler.to_owned(),
+            cc: cc.to_owned(),
+            viewers: 0,
+            cdn_share: 0.0,
+            cdn_p95_mbps: 0.0,
+            first_frame_p50_s: 0.0,
+            first_frame_p95_s: 0.0,
+            rebuffer_ratio: 0.0,
+            stalled_viewers: 0.0,
+            jump_to_cdn_rate: 0.0,
+            waste: 0.0,
+            edge_utilization: 0.0,
+            fill_bytes: 0,
+            timeline: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// Adds one run's outcome (sums, divided by the run count in [`FleetRow::finish`]).
+    fn add(&mut self, seed: u64, outcome: &FleetOutcome) {
+        self.viewers += outcome.viewers.len();
+        self.cdn_share += outcome.cdn_share();
+        self.cdn_p95_mbps += outcome.cdn_p95_mbps();
+        self.first_frame_p50_s += outcome.first_frame_s(0.5).unwrap_or(f64::NAN);
+        self.first_frame_p95_s += outcome.first_frame_s(0.95).unwrap_or(f64::NAN);
+        self.rebuffer_ratio += outcome.rebuffer_ratio();
+        self.stalled_viewers += outcome.stalled_viewers();
+        self.jump_to_cdn_rate += outcome.jump_to_cdn_rate();
+        self.waste += outcome.waste();
+        self.edge_utilization += outcome.edge_utilization;
+        self.fill_bytes += outcome.fill_bytes;
+        if self.timeline.len() < outcome.timeline.len() {
+            self.timeline.resize(outcome.timeline.len(), TimelineRow::default());
+        }
+        for (t, sample) in self.timeline.iter_mut().zip(&outcome.timeline) {
+            t.t_s = sample.t_s;
+            t.cdn_share += sample.cdn_share();
+            t.edge_utilization += sample.edge_utilization();
+            t.stalled_viewers += sample.stalled_share();
+        }
+        self.runs.push(FleetRunRecord {
+            seed,
+            cdn_share: outcome.cdn_share(),
+            viewers: outcome.viewers.iter().map(ViewerRecordRow::from).collect(),
+        });
+    }
+
+    fn finish(&mut self) {
+        let runs = self.runs.len().max(1);
+        let n = runs as f64;
+        for v in [
+            &mut self.cdn_share,
+            &mut self.cdn_p95_mbps,
+            &mut self.first_frame_p50_s,
+            &mut self.first_frame_p95_s,
+            &mut self.rebuffer_ratio,
+            &mut self.stalled_viewers,
+            &mut self.jump_to_cdn_rate,
+            &mut self.waste,
+            &mut self.edge_utilization,
+        ] {
+            *v /= n;
+        }
+        self.viewers /= runs;
+        self.fill_bytes /= runs as u64;
+        for t in &mut self.timeline {
+            t.cdn_share /= n;
+            t.edge_utilization /= n;
+            t.stalled_viewers /= n;
+        }
     }
 }
