@@ -9,6 +9,7 @@
 mod ab_report;
 mod fleet;
 mod fleet_runner;
+mod names;
 mod paired;
 pub mod random;
 mod runner;
@@ -404,7 +405,9 @@ struct RawJump {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct RawClient {
+    #[serde(deserialize_with = "names::schedulers")]
     schedulers: Vec<String>,
+    #[serde(deserialize_with = "names::controls")]
     cc: Vec<String>,
     #[serde(deserialize_with = "units::de::size")]
     reorder_buffer: u64,

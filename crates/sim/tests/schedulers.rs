@@ -793,9 +793,7 @@ fn weave_keeps_a_far_path_with_its_own_bottleneck() {
 #[test]
 fn every_registered_scheduler_has_a_test_here() {
     let mut tested = vec![
-        "default",
         "minrtt",
-        "lrf",
         "round-robin",
         "lpc",
         "let",
@@ -818,6 +816,7 @@ fn every_registered_scheduler_has_a_test_here() {
         registered, tested,
         "a new scheduler needs a characteristic test in this file"
     );
-    // The weave test covers the default.
+    // The weave test covers the default, and `lrf_makes_exactly_minrtts_decisions` lrf.
     assert_eq!(scheduler::by_name("default", SEED).unwrap().name(), "weave");
+    assert_eq!(scheduler::by_name("lrf", SEED).unwrap().name(), "minrtt");
 }

@@ -137,44 +137,80 @@ pub trait ControllerFactory: Send + Sync + std::fmt::Debug {
     fn build(&self, now: Instant, mss: u64) -> Box<dyn Controller>;
 }
 
-/// Names of the congestion controls [`by_name`] knows, one line each with a summary.
-pub const CONTROLLERS: &[(&str, &str)] = &[
-    ("default", "pcdn's default congestion control: weft"),
-    ("newreno", "NewReno (RFC 6582/5681): slow start, AIMD halving on loss"),
-    ("cubic", "CUBIC (RFC 9438): cubic window growth, beta 0.7"),
-    (
-        "bbr",
-        "BBR v1 (Cardwell et al. 2016): model-based, paced requests, cwnd = 2 BDP",
-    ),
-    (
-        "copa",
-        "Copa (Arun & Balakrishnan 2018): delay-based, target rate 1/(0.5 d_q), paced requests",
-    ),
-    (
-        "vivace",
-        "PCC Vivace (Dong et al. 2018): rate-based gradient ascent on a latency/loss utility",
-    ),
-    (
-        "compound",
-        "Compound TCP (Tan et al. 2006): Reno cwnd plus a delay-based dwnd",
-    ),
-    (
-        "lia",
-        "LIA (RFC 6356): coupled across one download's paths, Reno-fair in total",
-    ),
-    (
-        "olia",
-        "OLIA (Khalili et al. 2012): coupled, shifts window from the largest to the best paths",
-    ),
-    (
-        "balia",
-        "BALIA (Peng et al. 2016): coupled, balances friendliness and responsiveness",
-    ),
-    (
-        "weft",
-        "pcdn's own: CUBIC that cuts only on loss with a standing queue (Veno), never below the pipe (Westwood+)",
-    ),
+/// One registered congestion control: its name, a one-line summary and its factory.
+pub struct Registered {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// A new factory (for the coupled controls, a new coupling group).
+    pub build: fn() -> Box<dyn ControllerFactory>,
+}
+
+/// The registry: every congestion control, in the order `pcdn sim --list` shows them.
+/// Adding one is one entry here (plus its module); [`CONTROLLERS`], [`names`], [`by_name`]
+/// and scenario files' `cc = "all"` read this table.
+pub const REGISTRY: &[Registered] = &[
+    Registered {
+        name: "newreno",
+        about: "NewReno (RFC 6582/5681): slow start, AIMD halving on loss",
+        build: || Box::new(NewRenoConfig::default()),
+    },
+    Registered {
+        name: "cubic",
+        about: "CUBIC (RFC 9438): cubic window growth, beta 0.7",
+        build: || Box::new(CubicConfig::default()),
+    },
+    Registered {
+        name: "bbr",
+        about: "BBR v1 (Cardwell et al. 2016): model-based, paced requests, cwnd = 2 BDP",
+        build: || Box::new(BbrConfig::default()),
+    },
+    Registered {
+        name: "copa",
+        about: "Copa (Arun & Balakrishnan 2018): delay-based, target rate 1/(0.5 d_q), paced requests",
+        build: || Box::new(CopaConfig::default()),
+    },
+    Registered {
+        name: "vivace",
+        about: "PCC Vivace (Dong et al. 2018): rate-based gradient ascent on a latency/loss utility",
+        build: || Box::new(VivaceConfig::default()),
+    },
+    Registered {
+        name: "compound",
+        about: "Compound TCP (Tan et al. 2006): Reno cwnd plus a delay-based dwnd",
+        build: || Box::new(CompoundConfig::default()),
+    },
+    Registered {
+        name: "lia",
+        about: "LIA (RFC 6356): coupled across one download's paths, Reno-fair in total",
+        build: || Box::new(LiaConfig::default()),
+    },
+    Registered {
+        name: "olia",
+        about: "OLIA (Khalili et al. 2012): coupled, shifts window from the largest to the best paths",
+        build: || Box::new(OliaConfig::default()),
+    },
+    Registered {
+        name: "balia",
+        about: "BALIA (Peng et al. 2016): coupled, balances friendliness and responsiveness",
+        build: || Box::new(BaliaConfig::default()),
+    },
+    Registered {
+        name: "weft",
+        about: "pcdn's own: CUBIC that cuts only on loss with a standing queue (Veno), never below the pipe (Westwood+)",
+        build: || Box::new(WeftConfig::default()),
+    },
 ];
+
+/// Registered congestion controls as (name, summary); other names are in [`ALIASES`].
+pub const CONTROLLERS: &[(&str, &str)] = &{
+    let mut out = [("", ""); REGISTRY.len()];
+    let mut i = 0;
+    while i < REGISTRY.len() {
+        out[i] = (REGISTRY[i].name, REGISTRY[i].about);
+        i += 1;
+    }
+    out
+};
 
 /// Other names of registered congestion controls: (alias, the control's own name).
 pub const ALIASES: &[(&str, &str)] = &[
@@ -184,31 +220,25 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("ctcp", "compound"),
 ];
 
+/// Every registered control's own name (aliases excluded), in registry order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|r| r.name)
+}
+
 /// The registered control's own name for `name` (itself or an alias); `None` if unknown.
 pub fn canonical(name: &str) -> Option<&'static str> {
     ALIASES
         .iter()
         .find(|(alias, _)| *alias == name)
         .map(|(_, own)| *own)
-        .or_else(|| CONTROLLERS.iter().find(|(own, _)| *own == name).map(|(own, _)| *own))
+        .or_else(|| names().find(|own| *own == name))
 }
 
 /// The factory of the congestion control called `name`: a new one on every call, so each
 /// download that asks gets its own coupling group for `lia`, `olia` and `balia`.
 pub fn by_name(name: &str) -> Option<Box<dyn ControllerFactory>> {
-    Some(match canonical(name)? {
-        "newreno" => Box::new(NewRenoConfig::default()),
-        "cubic" => Box::new(CubicConfig::default()),
-        "bbr" => Box::new(BbrConfig::default()),
-        "copa" => Box::new(CopaConfig::default()),
-        "vivace" => Box::new(VivaceConfig::default()),
-        "compound" => Box::new(CompoundConfig::default()),
-        "lia" => Box::new(LiaConfig::default()),
-        "olia" => Box::new(OliaConfig::default()),
-        "balia" => Box::new(BaliaConfig::default()),
-        "weft" => Box::new(WeftConfig::default()),
-        _ => return None,
-    })
+    let own = canonical(name)?;
+    REGISTRY.iter().find(|r| r.name == own).map(|r| (r.build)())
 }
 
 #[cfg(test)]
@@ -224,6 +254,25 @@ mod tests {
         }
         assert_eq!(canonical("weft"), Some("weft"));
         assert_eq!(canonical("nope"), None);
+    }
+
+    #[test]
+    fn every_registry_entry_builds_the_control_it_names() {
+        for (i, r) in REGISTRY.iter().enumerate() {
+            assert_eq!((r.build)().name(), r.name, "entry {i}");
+            assert_eq!((r.build)().build(Instant::ZERO, 1200).name(), r.name, "entry {i}");
+            assert_eq!(CONTROLLERS[i], (r.name, r.about));
+            assert!(
+                REGISTRY[..i].iter().all(|o| o.name != r.name),
+                "{} is registered twice",
+                r.name
+            );
+            assert!(
+                ALIASES.iter().all(|(alias, _)| *alias != r.name),
+                "{} is also an alias",
+                r.name
+            );
+        }
     }
 
     #[test]

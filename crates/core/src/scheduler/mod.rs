@@ -273,68 +273,113 @@ pub trait Scheduler: Send + std::fmt::Debug {
     }
 }
 
-/// Registered schedulers, one line each with a summary.
-pub const SCHEDULERS: &[(&str, &str)] = &[
-    ("default", "pcdn's default scheduler: weave"),
-    (
-        "minrtt",
-        "lowest smoothed RTT among paths with window room (Linux MPTCP default)",
-    ),
-    ("lrf", "Kondo et al.'s lowest-RTT-first, the same rule as minrtt"),
-    ("round-robin", "cycle through the paths that have window room"),
-    (
-        "lpc",
-        "Kondo et al.'s largest packet credits: the path with the most window room",
-    ),
-    (
-        "let",
-        "Kondo et al.'s largest estimated throughput: the path with the largest cwnd / sRTT",
-    ),
-    (
-        "gr-sty",
-        "Kondo et al.'s greedy sticky: choose like minrtt, then stay on that path while it has room",
-    ),
-    (
-        "tp-sty",
-        "Kondo et al.'s throughput sticky: leave a full path only for one with a larger throughput",
-    ),
-    (
-        "tr-sty",
-        "Kondo et al.'s throughput-RTT sticky: as tp-sty, or for a path with a smaller RTT",
-    ),
-    (
-        "blest",
-        "BLEST (Ferlin et al. 2016): minrtt, unless a slow path would stall the fast one on the reorder buffer",
-    ),
-    (
-        "ecf",
-        "ECF (Lim et al. 2017): minrtt, but wait for the fast path when it would finish sooner",
-    ),
-    (
-        "redundant",
-        "ReMP-style: request every packet on every path with room; the first copy counts",
-    ),
-    (
-        "pscheduler",
-        "Pscheduler (JSAC 2025): paths pick packets at the Eq. 7 offset, with task-tail redundancy",
-    ),
-    ("pscheduler-nr", "Pscheduler without redundancy (the paper's Ps-nr)"),
-    (
-        "mprd",
-        "MPRD (ICDCS 2025): a forward server and reverse servers at Eq. 2 offsets, reassigned at crossover",
-    ),
-    (
-        "xlink",
-        "XLINK (SIGCOMM 2021): minrtt plus re-injection of in-flight packets under a double play-time threshold",
-    ),
-    (
-        "weave",
-        "pcdn's own: paths pick packets by predicted arrival (Eq. 7 offsets); tails go where they finish soonest",
-    ),
+/// One registered scheduler: its name, a one-line summary and how to build it.
+pub struct Registered {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// A new scheduler, seeded for any random choice it makes.
+    pub build: fn(seed: u64) -> Box<dyn Scheduler>,
+}
+
+/// The registry: every scheduler, in the order `pcdn sim --list` shows them. Adding a
+/// scheduler is one entry here (plus its module); [`SCHEDULERS`], [`names`], [`by_name`]
+/// and scenario files' `schedulers = "all"` read this table.
+pub const REGISTRY: &[Registered] = &[
+    Registered {
+        name: "minrtt",
+        about: "lowest smoothed RTT among paths with window room (Linux MPTCP default; Kondo et al.'s LRF)",
+        build: |_| Box::new(MinRtt),
+    },
+    Registered {
+        name: "round-robin",
+        about: "cycle through the paths that have window room",
+        build: |_| Box::new(RoundRobin::default()),
+    },
+    Registered {
+        name: "lpc",
+        about: "Kondo et al.'s largest packet credits: the path with the most window room",
+        build: |_| Box::new(Lpc),
+    },
+    Registered {
+        name: "let",
+        about: "Kondo et al.'s largest estimated throughput: the path with the largest cwnd / sRTT",
+        build: |_| Box::new(Let),
+    },
+    Registered {
+        name: "gr-sty",
+        about: "Kondo et al.'s greedy sticky: choose like minrtt, then stay on that path while it has room",
+        build: |_| Box::new(GrSty::default()),
+    },
+    Registered {
+        name: "tp-sty",
+        about: "Kondo et al.'s throughput sticky: leave a full path only for one with a larger throughput",
+        build: |_| Box::new(TpSty::default()),
+    },
+    Registered {
+        name: "tr-sty",
+        about: "Kondo et al.'s throughput-RTT sticky: as tp-sty, or for a path with a smaller RTT",
+        build: |_| Box::new(TrSty::default()),
+    },
+    Registered {
+        name: "blest",
+        about: "BLEST (Ferlin et al. 2016): minrtt, unless a slow path would stall the fast one on the reorder buffer",
+        build: |_| Box::new(Blest::default()),
+    },
+    Registered {
+        name: "ecf",
+        about: "ECF (Lim et al. 2017): minrtt, but wait for the fast path when it would finish sooner",
+        build: |_| Box::new(Ecf::default()),
+    },
+    Registered {
+        name: "redundant",
+        about: "ReMP-style: request every packet on every path with room; the first copy counts",
+        build: |_| Box::new(Redundant),
+    },
+    Registered {
+        name: "pscheduler",
+        about: "Pscheduler (JSAC 2025): paths pick packets at the Eq. 7 offset, with task-tail redundancy",
+        build: |_| Box::new(Pscheduler::new()),
+    },
+    Registered {
+        name: "pscheduler-nr",
+        about: "Pscheduler without redundancy (the paper's Ps-nr)",
+        build: |_| Box::new(Pscheduler::without_redundancy()),
+    },
+    Registered {
+        name: "mprd",
+        about: "MPRD (ICDCS 2025): a forward server and reverse servers at Eq. 2 offsets, reassigned at crossover",
+        build: |_| Box::new(Mprd::default()),
+    },
+    Registered {
+        name: "xlink",
+        about: "XLINK (SIGCOMM 2021): minrtt plus re-injection of in-flight packets under a double play-time threshold",
+        build: |_| Box::new(Xlink::default()),
+    },
+    Registered {
+        name: "weave",
+        about: "pcdn's own: paths pick packets by predicted arrival (Eq. 7 offsets); tails go where they finish soonest",
+        build: |_| Box::new(Weave::default()),
+    },
 ];
+
+/// Registered schedulers as (name, summary), one line each; other names are in [`ALIASES`].
+pub const SCHEDULERS: &[(&str, &str)] = &{
+    let mut out = [("", ""); REGISTRY.len()];
+    let mut i = 0;
+    while i < REGISTRY.len() {
+        out[i] = (REGISTRY[i].name, REGISTRY[i].about);
+        i += 1;
+    }
+    out
+};
 
 /// Other names of registered schedulers: (alias, the scheduler's own name).
 pub const ALIASES: &[(&str, &str)] = &[("default", "weave"), ("lrf", "minrtt"), ("rr", "round-robin")];
+
+/// Every registered scheduler's own name (aliases excluded), in registry order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|r| r.name)
+}
 
 /// The registered scheduler's own name for `name` (itself or an alias); `None` if unknown.
 pub fn canonical(name: &str) -> Option<&'static str> {
@@ -342,30 +387,13 @@ pub fn canonical(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(alias, _)| *alias == name)
         .map(|(_, own)| *own)
-        .or_else(|| SCHEDULERS.iter().find(|(own, _)| *own == name).map(|(own, _)| *own))
+        .or_else(|| names().find(|own| *own == name))
 }
 
 /// The scheduler registered as `name` (or an alias of it), seeded for any random choice it makes.
 pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
-    let _ = seed;
-    Some(match canonical(name)? {
-        "minrtt" => Box::new(MinRtt),
-        "weave" => Box::new(Weave::default()),
-        "round-robin" => Box::new(RoundRobin::default()),
-        "lpc" => Box::new(Lpc),
-        "let" => Box::new(Let),
-        "gr-sty" => Box::new(GrSty::default()),
-        "tp-sty" => Box::new(TpSty::default()),
-        "tr-sty" => Box::new(TrSty::default()),
-        "blest" => Box::new(Blest::default()),
-        "ecf" => Box::new(Ecf::default()),
-        "redundant" => Box::new(Redundant),
-        "pscheduler" => Box::new(Pscheduler::new()),
-        "pscheduler-nr" => Box::new(Pscheduler::without_redundancy()),
-        "mprd" => Box::new(Mprd::default()),
-        "xlink" => Box::new(Xlink::default()),
-        _ => return None,
-    })
+    let own = canonical(name)?;
+    REGISTRY.iter().find(|r| r.name == own).map(|r| (r.build)(seed))
 }
 
 #[cfg(test)]
@@ -381,5 +409,24 @@ mod registry_tests {
         }
         assert_eq!(canonical("xlink"), Some("xlink"));
         assert_eq!(canonical("nope"), None);
+    }
+
+    #[test]
+    fn every_registry_entry_builds_the_scheduler_it_names() {
+        for (i, r) in REGISTRY.iter().enumerate() {
+            assert_eq!((r.build)(0).name(), r.name, "entry {i}");
+            assert_eq!(SCHEDULERS[i], (r.name, r.about));
+            assert!(
+                REGISTRY[..i].iter().all(|o| o.name != r.name),
+                "{} is registered twice",
+                r.name
+            );
+            assert!(
+                ALIASES.iter().all(|(alias, _)| *alias != r.name),
+                "{} is also an alias",
+                r.name
+            );
+        }
+        assert_eq!(names().count(), REGISTRY.len());
     }
 }

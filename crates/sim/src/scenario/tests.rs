@@ -305,6 +305,28 @@ fn missing_keys_and_toml_syntax_errors() {
 }
 
 #[test]
+fn all_names_every_registered_scheduler_and_control_and_nothing_else() {
+    let text = SMALL.replace(
+        "schedulers = [\"default\", \"round-robin\"]",
+        "schedulers = \"all\"\ncc = \"all\"",
+    );
+    let p = &parse(&text).unwrap().points[0];
+    let schedulers: Vec<&str> = pcdn_core::scheduler::REGISTRY.iter().map(|r| r.name).collect();
+    let ccs: Vec<&str> = pcdn_core::cc::REGISTRY.iter().map(|r| r.name).collect();
+    assert_eq!(p.schedulers, schedulers);
+    assert_eq!(p.ccs, ccs);
+    // Aliases ("default" = weave) are not run twice.
+    assert!(!p.schedulers.iter().any(|n| n == "default" || n == "lrf"));
+    assert!(schedulers.len() > 10 && ccs.len() > 5);
+    // Any other single word is an error that names the key and the choices.
+    let e = error_of(&SMALL.replace("[\"default\", \"round-robin\"]", "\"weave\""));
+    assert!(
+        e.contains("client.schedulers") && e.contains("\"weave\"") && e.contains("or \"all\""),
+        "{e}"
+    );
+}
+
+#[test]
 fn unknown_schedulers_and_controls_list_the_known_ones() {
     let e = error_of(&SMALL.replace("\"round-robin\"", "\"fastest\""));
     assert!(
