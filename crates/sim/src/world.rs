@@ -355,6 +355,21 @@ impl World {
         }
         let sched =
             scheduler::by_name(scheduler, seed).ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
+        World::with_scheduler(spec, video, sched, cc_name, seed)
+    }
+
+    /// [`World::with_video`] with a scheduler object instead of a registered name, so a test's
+    /// own scheduler, or one built with other settings, runs in this same event loop.
+    pub fn with_scheduler(
+        spec: &WorldSpec,
+        video: Option<&PlayerConfig>,
+        sched: Box<dyn scheduler::Scheduler>,
+        cc_name: &str,
+        seed: u64,
+    ) -> Result<World, WorldError> {
+        if spec.servers.is_empty() {
+            return Err(WorldError::NoServers);
+        }
         let cc = cc::by_name(cc_name).ok_or_else(|| WorldError::UnknownCc(cc_name.into()))?;
         let mut id = [0u8; 32];
         id[..8].copy_from_slice(&spec.content_length.to_be_bytes());

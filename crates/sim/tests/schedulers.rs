@@ -4,20 +4,16 @@
 //! protocol core over the link model and asserts the behaviour that defines one scheduler, with
 //! margins taken from measured runs. Each margin was checked to fail for another scheduler:
 //! the comment above each assertion names it and gives its value. The runs go through
-//! [`traced`], which is the world's event loop with the scheduler wrapped so that every request
-//! (server, sequence number, time, whether it copies one in flight elsewhere) is logged;
-//! `the_traced_driver_reproduces_the_world` pins it to `pcdn_sim::world::run`.
+//! [`traced`], which runs the world (`World::with_scheduler`) with the scheduler wrapped so that
+//! every request (server, sequence number, time, whether it copies one in flight elsewhere) is
+//! logged; `the_traced_driver_reproduces_the_world` checks the wrapper changes nothing.
 
-use pcdn_core::harness::PatternContent;
+use pcdn_core::PathId;
 use pcdn_core::scheduler::{self, Pick, SchedEvent, Scheduler, View};
-use pcdn_core::server::{ServerConfig, ServerSession};
 use pcdn_core::stats::Stats;
 use pcdn_core::time::{Duration, Instant};
-use pcdn_core::{Download, DownloadConfig, PathId, ServerInfo, cc, wire};
-use pcdn_sim::link::{Change, LinkChange, LinkConfig, Loss, Packet, QueueLimit};
-use pcdn_sim::network::Network;
-use pcdn_sim::world::{BottleneckSpec, ServerSpec, WorldSpec, run};
-use std::net::{Ipv4Addr, SocketAddr};
+use pcdn_sim::link::{Change, LinkChange, LinkConfig, Loss, QueueLimit};
+use pcdn_sim::world::{BottleneckSpec, ServerSpec, World, WorldSpec, run};
 use std::sync::{Arc, Mutex};
 
 /// The congestion control of every run: the loss-based default of the scenario files.
@@ -177,115 +173,28 @@ macro_rules! measured {
     }};
 }
 
-const CLIENT: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9000);
-
-/// Runs `spec` with scheduler `name` as `pcdn_sim::world::run` does — the same links built in
-/// the same order from the same seed, the same event loop — with the scheduler wrapped in a
-/// [`Recorder`]. Only what these tests use is supported: no server failures, upload caps or
-/// shared bottlenecks.
+/// Runs `spec` with scheduler `name` in `pcdn_sim::world::World`, the scheduler wrapped in a
+/// [`Recorder`] that logs every request.
 fn traced(spec: &WorldSpec, name: &str) -> Traced {
     traced_with_seed(spec, name, SEED)
 }
 
 fn traced_with_seed(spec: &WorldSpec, name: &str, seed: u64) -> Traced {
-    assert!(spec.bottlenecks.is_empty(), "traced runs have no shared bottleneck");
     let log = Arc::new(Mutex::new(Log::default()));
     let recorder = Recorder {
         inner: scheduler::by_name(name, seed).unwrap_or_else(|| panic!("{name} is registered")),
         log: log.clone(),
     };
-    let content = PatternContent::new(spec.content_length);
-    let mut config = DownloadConfig::new(content.id, spec.content_length, spec.packet_size);
-    config.reorder_buffer = spec.reorder_buffer;
-    config.keep_data = false;
-    config.seed = seed;
-    if let Some(size) = spec.task_size {
-        config.tasks = (0..spec.content_length.div_ceil(size))
-            .map(|i| i * size..((i + 1) * size).min(spec.content_length))
-            .collect();
-    }
-    let mut client = Download::new(config, Box::new(recorder)).expect("a valid download");
-    let factory = cc::by_name(CC).expect("a registered congestion control");
-    let mut network: Network<Vec<u8>> = Network::new(seed);
-    // (session, path, data route to the client, request route to the server)
-    let mut servers = Vec::new();
-    for (i, s) in spec.servers.iter().enumerate() {
-        assert!(
-            s.fail_at.is_none() && s.recover_at.is_none() && s.upload_limit.is_none(),
-            "traced runs have no failures or upload caps"
-        );
-        let own = network.add_link(&s.link).expect("a valid link");
-        let uplink = network.add_link(&s.uplink).expect("a valid link");
-        let down = network.add_route(&[own]);
-        let up = network.add_route(&[uplink]);
-        let info = ServerInfo {
-            name: s.name.clone(),
-            origin: s.origin,
-        };
-        let path = client.add_path(Instant::ZERO, info, factory.build(Instant::ZERO, PACKET));
-        let config = ServerConfig {
-            packet_size: spec.packet_size as u16,
-            token_key: [i as u8 + 1; 32],
-            upload_burst: 4 * (PACKET + wire::DATA_HEADER_LEN as u64),
-            ..ServerConfig::default()
-        };
-        servers.push((ServerSession::new(config, content), path, down, up));
-    }
-    let paths: Vec<PathId> = servers.iter().map(|s| s.1).collect();
-    let server_of = |path: PathId| paths.iter().position(|&p| p == path).expect("a known path");
-    let deadline = Instant::ZERO + spec.duration;
-    let mut now = Instant::ZERO;
-    let mut buf = Vec::new();
-    loop {
-        while let Some(t) = client.poll_transmit(now, &mut buf) {
-            let up = servers[server_of(t.path)].3;
-            network.send(now, up, Packet::new(t.len as u32, buf[..t.len].to_vec()));
-        }
-        for (session, _, down, _) in servers.iter_mut() {
-            while let Some(t) = session.poll_transmit(now, &mut buf) {
-                network.send(now, *down, Packet::new(t.len as u32, buf[..t.len].to_vec()));
-            }
-        }
-        if client.is_done() {
-            break;
-        }
-        let timer = servers
-            .iter()
-            .filter_map(|s| s.0.poll_timeout())
-            .chain(client.poll_timeout())
-            .min();
-        let limit = timer.map_or(deadline, |t| t.min(deadline));
-        match network.next_delivery(limit) {
-            Some(t) => {
-                now = now.max(t);
-                while let Some((route, packet)) = network.poll_delivered(now) {
-                    if let Some(s) = servers.iter().position(|s| s.2 == route) {
-                        client.handle_datagram(now, servers[s].1, &packet.payload);
-                    } else if let Some(s) = servers.iter_mut().find(|s| s.3 == route) {
-                        s.0.handle_datagram(now, CLIENT, &packet.payload);
-                    }
-                }
-            }
-            None if timer.is_some_and(|t| t <= deadline) => now = now.max(limit),
-            None => {
-                now = deadline;
-                break;
-            }
-        }
-        if timer.is_some_and(|t| t <= now) {
-            if client.poll_timeout().is_some_and(|t| t <= now) {
-                client.handle_timeout(now);
-            }
-            for (session, ..) in servers.iter_mut() {
-                if session.poll_timeout().is_some_and(|t| t <= now) {
-                    session.handle_timeout(now);
-                }
-            }
-        }
-        if now >= deadline {
-            break;
-        }
-    }
+    let out = World::with_scheduler(spec, None, Box::new(recorder), CC, seed)
+        .expect("a valid world")
+        .run()
+        .expect("the run ends");
+    // The world adds one path per server, in the spec's order, numbered from 0.
+    let server_of = |path: PathId| {
+        let server = path.0 as usize;
+        assert!(server < spec.servers.len(), "{path} is a server's path");
+        server
+    };
     let sent = log
         .lock()
         .unwrap()
@@ -299,10 +208,10 @@ fn traced_with_seed(spec: &WorldSpec, name: &str, seed: u64) -> Traced {
         })
         .collect();
     Traced {
-        stats: client.stats().clone(),
-        capacity_bps: spec.capacity_bps(),
-        end: now,
-        completed: client.is_done(),
+        stats: out.stats,
+        capacity_bps: out.capacity_bps,
+        end: out.end,
+        completed: out.completed,
         sent,
     }
 }
