@@ -14,6 +14,7 @@ pub mod scheduler;
 pub mod server;
 pub mod stats;
 pub mod time;
+pub mod units;
 
 pub use download::{Download, DownloadConfig, Event, PathError, Transmit};
 pub use ed25519_dalek;

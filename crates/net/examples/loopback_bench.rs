@@ -28,7 +28,7 @@ fn options() -> anyhow::Result<Options> {
     while let Some(flag) = args.next() {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
-            "--size" => o.size = pcdn_sim::units::parse_size(&value()?)?,
+            "--size" => o.size = pcdn_core::units::parse_size(&value()?)?,
             "--servers" => o.servers = value()?.parse().context("--servers: expected a count")?,
             "--scheduler" => o.scheduler = value()?,
             "--cc" => o.cc = value()?,

@@ -581,7 +581,7 @@ pub struct ServerArgs {
 
 /// A size argument in bytes (`20GB`, `500MiB`).
 pub fn parse_size_arg(text: &str) -> Result<u64, String> {
-    match pcdn_sim::units::parse_size(text) {
+    match pcdn_core::units::parse_size(text) {
         Ok(0) => Err("expected a positive size".to_owned()),
         Ok(size) => Ok(size),
         Err(e) => Err(e.to_string()),
@@ -614,7 +614,7 @@ pub fn parse_advertise_arg(text: &str) -> Result<SocketAddr, String> {
 
 /// A rate argument in bit/s (`4mbit`, `500kbit`, `1gbit`).
 pub fn parse_rate_arg(text: &str) -> Result<u64, String> {
-    match pcdn_sim::units::parse_rate(text) {
+    match pcdn_core::units::parse_rate(text) {
         Ok(0) => Err("expected a positive rate".to_owned()),
         Ok(rate) => Ok(rate),
         Err(e) => Err(e.to_string()),

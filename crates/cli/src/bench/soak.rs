@@ -73,7 +73,7 @@ pub struct SoakArgs {
 }
 
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
-    match pcdn_sim::units::parse_duration(text) {
+    match pcdn_core::units::parse_duration(text) {
         Ok(d) if d.is_zero() => Err("expected a positive duration".to_owned()),
         Ok(d) => Ok(d),
         Err(e) => Err(e.to_string()),
