@@ -283,3 +283,24 @@ fn an_observed_run_reports_each_window_and_runs_as_the_plain_one() {
     );
     assert_eq!(observed.viewers, run(&spec, &["weave"], "cubic", 4).unwrap().viewers);
 }
+
+#[test]
+fn a_device_that_joins_mid_run_serves_the_viewers_after_it() {
+    let mut spec = fleet(10, 1, true);
+    spec.devices[0].outages = vec![Outage {
+        at: Duration::ZERO,
+        back: Some(Duration::from_secs(10)),
+    }];
+    let out = run(&spec, &["weave"], "cubic", 8).unwrap();
+    assert!(out.viewers.iter().all(|v| v.finished), "{:#?}", out.viewers);
+    // Before it joins, the viewers' lookups list the origin only.
+    let early: Vec<&ViewerRecord> = out.viewers.iter().filter(|v| v.arrived_s < 9.0).collect();
+    assert!(!early.is_empty());
+    assert!(early.iter().all(|v| v.edge_bytes == 0), "{early:#?}");
+    let late = out.viewers.iter().filter(|v| v.arrived_s > 10.5);
+    assert!(
+        late.clone().any(|v| v.edge_bytes > 0),
+        "{:#?}",
+        late.collect::<Vec<_>>()
+    );
+}

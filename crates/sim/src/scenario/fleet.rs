@@ -154,11 +154,19 @@ impl FleetScenario {
                 let upload = f.device_upload.sample(&mut rng).max(1.0) as u64;
                 let delay = Duration::from_secs_f64(f.device_delay.sample(&mut rng).max(0.0));
                 let loss = f.device_loss.sample(&mut rng).clamp(0.0, 1.0);
-                // Up for an uptime draw, down for a downtime draw, and again, until the run
-                // ends; without a downtime, down for good after the first uptime.
+                // Down until it joins (if it joins later than the start); then up for an
+                // uptime draw, down for a downtime draw, and again, until the run ends;
+                // without a downtime, down for good after the first uptime.
                 let mut outages = Vec::new();
+                let join = f.device_join.as_ref().map_or(0.0, |d| d.sample(&mut rng).max(0.0));
+                if join > 0.0 {
+                    outages.push(Outage {
+                        at: Duration::ZERO,
+                        back: Some(Duration::from_secs_f64(join)),
+                    });
+                }
                 if let Some(uptime) = &f.device_uptime {
-                    let mut t = uptime.sample(&mut rng).max(0.0);
+                    let mut t = join + uptime.sample(&mut rng).max(1e-3);
                     while t < self.duration.as_secs_f64() {
                         let back = f.device_downtime.as_ref().map(|d| t + d.sample(&mut rng).max(1e-3));
                         outages.push(Outage {
@@ -232,6 +240,7 @@ struct Fleet {
     device_upload: Dist,
     device_delay: Dist,
     device_loss: Dist,
+    device_join: Option<Dist>,
     device_uptime: Option<Dist>,
     device_downtime: Option<Dist>,
     device_videos: usize,
@@ -313,6 +322,7 @@ struct RawFleet {
     device_delay: RawDist,
     #[serde(default = "default_device_loss")]
     device_loss: RawDist,
+    device_join: Option<RawDist>,
     device_uptime: Option<RawDist>,
     device_downtime: Option<RawDist>,
     #[serde(default)]
@@ -538,6 +548,10 @@ impl Ctx<'_> {
             device_upload: dist("fleet.device_upload", &f.device_upload, Unit::Rate)?,
             device_delay: dist("fleet.device_delay", &f.device_delay, Unit::Duration)?,
             device_loss,
+            device_join: match &f.device_join {
+                Some(d) => Some(dist("fleet.device_join", d, Unit::Duration)?),
+                None => None,
+            },
             device_uptime: match &f.device_uptime {
                 Some(d) => Some(dist("fleet.device_uptime", d, Unit::Duration)?),
                 None => None,
@@ -687,6 +701,22 @@ device_videos = 3
         assert_eq!(outages.len(), 4, "{outages:?}");
         assert_eq!(outages[1].at, Duration::from_secs(50));
         assert_eq!(outages[1].back, Some(Duration::from_secs(60)));
+        // A device that joins late is down from the start until it joins, then churns.
+        let late = parse(&FILE.replace(
+            "device_uptime = { exponential = \"10min\" }",
+            "device_join = \"30s\"\ndevice_uptime = \"20s\"\ndevice_downtime = \"10s\"",
+        ))
+        .unwrap()
+        .spec("none", 7);
+        let outages = &late.devices[0].outages;
+        assert_eq!(
+            outages[0],
+            Outage {
+                at: Duration::ZERO,
+                back: Some(Duration::from_secs(30))
+            }
+        );
+        assert_eq!(outages[1].at, Duration::from_secs(50));
     }
 
     #[test]
