@@ -1,5 +1,6 @@
 //! The `pcdn` command: one binary for the laboratory and the delivery stack.
 
+mod add;
 mod bench;
 mod config_file;
 mod demo;
@@ -23,7 +24,7 @@ struct Cli {
 enum Command {
     /// Import a file (or with --video an MP4 or HLS folder) into a content store; prints its
     /// content id as the last line.
-    Add(pcdn_net::add::AddArgs),
+    Add(add::AddArgs),
     /// Measure the speed of pcdn's parts (no network: the core in memory).
     Bench(bench::BenchArgs),
     /// Run the whole stack on loopback (tracker, origin, four edges behind emulated links)
@@ -63,7 +64,7 @@ fn main() -> anyhow::Result<()> {
     let matches = command.get_matches_from(argv);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
-        Command::Add(args) => pcdn_net::add::run_add(args),
+        Command::Add(args) => add::run_add(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Emulate(args) => pcdn_emulate::run(args),

@@ -4,7 +4,6 @@
 //! The protocol itself lives in `pcdn-core` (sans-I/O); this crate only moves datagrams and
 //! time in and out of it (docs/net.md).
 
-pub mod add;
 pub mod cache;
 pub mod clock;
 pub mod fetch;
@@ -17,7 +16,6 @@ pub mod store;
 pub mod tracker_client;
 pub mod video;
 
-pub use add::{AddArgs, run_add};
 pub use fetch::{FetchArgs, FetchConfig, FetchError, FetchReport, SourceArgs, fetch, run_fetch};
 pub use serve::{ServerArgs, ServerConfig, ServerHandle, TrackerSettings, run_serve, spawn_server};
 pub use store::{Store, StoreError, StoreSource};

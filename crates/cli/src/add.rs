@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::store::{Store, content_id_hex};
+use pcdn_net::store::{Store, content_id_hex};
 
 /// Files at least this large get a progress bar (when stderr is a terminal).
 const PROGRESS_FROM_BYTES: u64 = 64 << 20;
@@ -30,11 +30,11 @@ pub struct AddArgs {
 
 /// Runs `pcdn add`.
 pub fn run_add(args: AddArgs) -> anyhow::Result<()> {
-    crate::init_logging("warn");
+    pcdn_net::init_logging("warn");
     let store = Store::open(&args.store).with_context(|| format!("opening the store {}", args.store.display()))?;
     let (input, import) = match (&args.file, &args.video) {
         (Some(file), None) => (file, None),
-        (None, Some(video)) => (video, Some(crate::video::probe(video)?)),
+        (None, Some(video)) => (video, Some(pcdn_net::video::probe(video)?)),
         _ => anyhow::bail!("give either FILE or --video FILE|DIR"),
     };
     let (files, video) = match import {
@@ -75,7 +75,7 @@ pub fn run_add(args: AddArgs) -> anyhow::Result<()> {
             "video: {}, {:.3} s, {} kbit/s{}",
             video.container.name(),
             video.duration_ms as f64 / 1000.0,
-            crate::video::kbit_per_s(video.bitrate_bps),
+            pcdn_net::video::kbit_per_s(video.bitrate_bps),
             if video.files.is_empty() {
                 String::new()
             } else {
