@@ -88,7 +88,9 @@ struct Tuning {
     edge_links: [(u64, u64); 4],
     /// Devices' heartbeat: 2 s, so an edge learns its assignment within 2 s of a round.
     heartbeat: Duration,
-    /// Devices' time to live at the tracker: three heartbeats, the tracker's own ratio.
+    /// Devices' time to live at the tracker: its default, 30 s. Nothing dies in the demo, and
+    /// on a loaded machine heartbeats can lag; with 6 s, a release run once lost the origin
+    /// from lookups for most of a minute and 17 viewers failed.
     ttl: Duration,
     /// Time between placement rounds: 4 s, two heartbeats, so rounds follow the demand of
     /// a demo of two minutes many times over.
@@ -114,7 +116,7 @@ const TUNING: Tuning = Tuning {
     origin_link: (16_000_000, 20),
     edge_links: [(10_000_000, 25), (8_000_000, 35), (12_000_000, 15), (10_000_000, 45)],
     heartbeat: Duration::from_secs(2),
-    ttl: Duration::from_secs(6),
+    ttl: pcdn_tracker::TrackerConfig::DEFAULT_TTL,
     placement_interval: Duration::from_secs(4),
     half_life: pcdn_tracker::TrackerConfig::DEFAULT_POPULARITY_HALF_LIFE,
     fill_rate_bps: 3_000_000,
