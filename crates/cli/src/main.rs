@@ -4,7 +4,9 @@ mod add;
 mod bench;
 mod config_file;
 mod demo;
+mod fetch;
 mod operator;
+mod play;
 mod progress;
 mod sim;
 
@@ -34,14 +36,14 @@ enum Command {
     /// Run a real-time UDP relay that applies the simulator's link model in each direction.
     Emulate(pcdn_emulate::EmulateArgs),
     /// Download a content from many servers at once, verify it and write it atomically.
-    Fetch(pcdn_net::fetch::FetchArgs),
+    Fetch(fetch::FetchArgs),
     /// List the schedulers and congestion controls pcdn knows.
     List,
     /// The operator's tools: create the operator key, enroll devices, revoke them.
     Operator(operator::OperatorArgs),
     /// Download a content and serve it while it arrives over a local HTTP gateway for video
     /// players (ffplay, mpv, VLC, a browser); prints the URLs.
-    Play(pcdn_net::play::PlayArgs),
+    Play(play::PlayArgs),
     /// Serve a content store over UDP as an edge device (or, with --origin, the CDN origin).
     Serve(pcdn_net::serve::ServerArgs),
     /// Run a scenario file in the deterministic network simulator and compare schedulers. The
@@ -68,13 +70,13 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Emulate(args) => pcdn_emulate::run(args),
-        Command::Fetch(args) => pcdn_net::fetch::run_fetch(args),
+        Command::Fetch(args) => fetch::run_fetch(args),
         Command::List => {
             sim::print_list();
             Ok(())
         }
         Command::Operator(args) => operator::run(args),
-        Command::Play(args) => pcdn_net::play::run_play(args),
+        Command::Play(args) => play::run_play(args),
         Command::Serve(args) => match pcdn_net::serve::run_serve(args) {
             // A configuration error (credential, address): exit status 2, which
             // deploy/pcdn-serve.service does not restart on.

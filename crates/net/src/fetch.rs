@@ -30,13 +30,11 @@ use crate::clock::Clock;
 use crate::socket::{RecvBatch, SendBatch, Socket};
 use crate::tracker_client::{DeviceInfo, Lookup, MAX_LOOKUP_ORIGINS, TrackerClient};
 
-mod args;
 mod check;
 pub mod output;
 mod rate;
 mod report;
 
-pub use args::{FetchArgs, SourceArgs, run_fetch};
 pub use check::parse_key;
 use check::{Sources, check_manifest};
 use output::Output;

@@ -16,7 +16,7 @@ pub mod store;
 pub mod tracker_client;
 pub mod video;
 
-pub use fetch::{FetchArgs, FetchConfig, FetchError, FetchReport, SourceArgs, fetch, run_fetch};
+pub use fetch::{FetchConfig, FetchError, FetchReport, fetch};
 pub use serve::{ServerArgs, ServerConfig, ServerHandle, TrackerSettings, run_serve, spawn_server};
 pub use store::{Store, StoreError, StoreSource};
 pub use tracker_client::{Heartbeat, HeartbeatReply, TrackerClient, TrackerError};

@@ -28,7 +28,7 @@ use pcdn_core::wire::ContentId;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::fetch::{FetchConfig, FetchError, SourceArgs};
+use crate::fetch::{FetchConfig, FetchError};
 use crate::store::content_id_hex;
 
 /// Most bytes one body chunk carries.
@@ -584,47 +584,9 @@ pub fn router(content: GatewayContent) -> axum::Router {
         .with_state(content)
 }
 
-/// `pcdn play`: download a content and serve it to video players while it arrives.
-#[derive(clap::Args, Debug, Clone)]
-pub struct PlayArgs {
-    #[command(flatten)]
-    pub source: SourceArgs,
-    /// Address of the HTTP gateway (port 0: any free port; the URL is printed).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
-}
-
-impl PlayArgs {
-    /// The download these arguments describe (reads the manifest file).
-    pub fn config(&self) -> anyhow::Result<FetchConfig> {
-        Ok(FetchConfig {
-            play_video: true,
-            ..self.source.config("(gateway)")?
-        })
-    }
-}
-
-/// Runs `pcdn play`: looks the content up, starts the gateway and prints its URLs, downloads,
-/// and serves until SIGINT or SIGTERM.
-pub fn run_play(args: PlayArgs) -> anyhow::Result<()> {
-    crate::init_logging("warn");
-    let config = args.config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    let result = runtime.block_on(async {
-        tokio::select! {
-            result = play(config, args.listen) => result,
-            signal = crate::serve::shutdown_signal() => signal,
-        }
-    });
-    // Open responses are waiting for bytes or a slow reader: do not wait for them.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    result
-}
-
-async fn play(config: FetchConfig, listen: SocketAddr) -> anyhow::Result<()> {
+/// Looks the content up, starts the gateway on `listen` and prints its URLs, downloads, then
+/// serves what arrived until the task is dropped (`pcdn play`).
+pub async fn play(config: FetchConfig, listen: SocketAddr) -> anyhow::Result<()> {
     let prepared = crate::fetch::prepare(&config).await?;
     let manifest = prepared.manifest();
     let (mut buffer, content) = ContentBuffer::new(config.content, manifest.length, manifest.video.clone())

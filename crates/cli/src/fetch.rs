@@ -1,4 +1,4 @@
-//! The command line of `pcdn fetch` (and the source arguments `pcdn play` shares).
+//! `pcdn fetch`: its command line and how it runs, and the source arguments `pcdn play` shares.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use pcdn_core::wire::ContentId;
 
-use super::{DEFAULT_CC, FetchConfig, fetch, parse_key};
-use crate::store::parse_content_id;
+use pcdn_net::fetch::{DEFAULT_CC, FetchConfig, fetch, parse_key};
+use pcdn_net::store::parse_content_id;
 
 /// `pcdn fetch`: download a content from many servers at once.
 #[derive(clap::Args, Debug, Clone)]
@@ -113,13 +113,13 @@ impl FetchArgs {
 /// Runs `pcdn fetch`: the report goes to stdout, as text or (`--json`) one JSON object.
 pub fn run_fetch(args: FetchArgs) -> anyhow::Result<()> {
     // The report says what happened to each path; the log is for warnings (RUST_LOG for more).
-    crate::init_logging("warn");
+    pcdn_net::init_logging("warn");
     let config = args.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let partial = super::output::partial_path(&config.output)?;
+    let partial = pcdn_net::fetch::output::partial_path(&config.output)?;
     let outcome = runtime.block_on(async {
         tokio::select! {
             result = fetch(config) => Ok(result),
