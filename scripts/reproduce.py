@@ -11,13 +11,15 @@ docs/figures/STEM/rows.json. It then writes
 
     docs/figures/manifest.json   date, git commit, uncommitted files, binary hash, and per
                                  scenario the exact command, wall time, exit status, warnings
-    docs/figures/tables.md       the markdown tables of docs/reproduction.md, built from the
-                                 rows.json files (MPRD Fig. 7 and Pscheduler Fig. 18 grouped
-                                 into one table per panel, with the server/path count)
+    docs/figures/tables.md       every table, every scheduler, built from the rows.json files
+                                 (MPRD Fig. 7 and Pscheduler Fig. 18 grouped into one table per
+                                 panel, with the server/path count)
 
 and refills the generated blocks of docs/reproduction.md (between
-"<!-- BEGIN generated KEY -->" and "<!-- END generated KEY -->"). The prose around them is
-written by hand and must be re-checked when the numbers move.
+"<!-- BEGIN generated KEY -->" and "<!-- END generated KEY -->"): short tables as in tables.md,
+long ones cut to the papers' schedulers and weave or to their commands, with a link to the full
+table (page_block). The prose around them is written by hand and must be re-checked when the
+numbers move.
 
 Extra runs that are not paper figures live in docs/figures/extra/*.toml (stems "extra/NAME").
 
@@ -822,7 +824,73 @@ def blocks():
         )
         out[prefix + ":vs"] = vs_minrtt(rows, ("servers", "servers"), VS_MPRD) + "\n"
     out["scorecard"] = scorecard()
+    out["run"] = run_record(manifest)
     return manifest, out
+
+
+def run_record(manifest):
+    """The provenance of the rows: which commits and binaries produced them, and the wall time."""
+    by = {}
+    for e in manifest.get("scenarios", {}).values():
+        k = (e.get("commit"), e.get("binary_sha256") or "")
+        d = by.setdefault(k, [0, 0.0, e.get("date")])
+        d[0] += 1
+        d[1] += e.get("wall_s") or 0.0
+        d[2] = max(d[2] or "", e.get("date") or "")
+    lines = ["| commit | binary sha256 | scenario files | wall time | last run |", "|---|---|---|---|---|"]
+    for (commit, sha), (n, wall, date) in sorted(by.items(), key=lambda x: -x[1][0]):
+        lines.append(f"| `{commit}` | `{sha[:16]}…` | {n} | {wall / 60:.0f} min | {date} |")
+    total = sum(v[1] for v in by.values())
+    return "\n".join(lines) + f"\n\nTotal wall time of the recorded runs: {total / 60:.0f} min on 2 cores.\n"
+
+
+# The page shows, per figure, the papers' schedulers and weave (against minRTT); the full
+# tables, every scheduler and metric, are in docs/figures/tables.md, which the page links.
+FEATURED = {
+    "pscheduler": ("minrtt", "pscheduler", "pscheduler-nr", "blest", "ecf", "weave"),
+    "mprd": ("minrtt", "pscheduler", "mprd", "weave"),
+    "extra": ("minrtt", "pscheduler", "pscheduler-nr", "blest", "ecf", "mprd", "weave"),
+}
+KONDO_FEATURED = ("lrf", "lpc", "let", "gr-sty", "tp-sty", "tr-sty", "xlink", "weave")
+# Blocks longer than this (lines) are left to tables.md, with a link from the page.
+PAGE_LINES = 40
+
+
+def anchor(key):
+    """GitHub's anchor of the tables.md heading "## KEY".
+
+    >>> anchor("pscheduler-fig5:vs"), anchor("extra/fig17-whole")
+    ('pscheduler-fig5vs', 'extrafig17-whole')
+    """
+    return re.sub(r"[^a-z0-9 _-]", "", key.lower()).replace(" ", "-")
+
+
+def page_block(key, text):
+    """The block of docs/reproduction.md for KEY: short blocks as they are; the per-scheduler
+    views (":vs", ":pauses", Kondo's underflows) cut to the featured schedulers; the full tables
+    as their commands. Each cut block links its full version in tables.md."""
+    link = f"\nEvery scheduler: [tables.md, {key}](figures/tables.md#{anchor(key)}).\n"
+    lines = text.rstrip("\n").split("\n")
+    if key == "scorecard" or (len(lines) <= PAGE_LINES and not key.endswith(":pauses")):
+        return text
+    if key == "kondo":
+        keep, on = [], True  # the commands, before the first table
+        for line in lines:
+            if line.startswith("**Scenario"):
+                on = "underflows" in line
+            if on and not (line.startswith("| ") and line.split(" | ")[0][2:] not in KONDO_FEATURED + ("scheduler",)):
+                keep.append(line)
+        return "\n".join(keep) + "\n" + link
+    if key.endswith(":vs") or key.endswith(":pauses"):
+        def shown(line):
+            if not line.startswith("| ") or line.startswith("| scheduler "):
+                return True
+            return line.split(" | ")[0][2:].split(" (")[0] in featured
+
+        featured = FEATURED[key.split("-")[0].split("/")[0]]
+
+        return "\n".join(x for x in lines if shown(x)) + "\n" + link
+    return "\n".join(x for x in lines if not x.startswith("|")).rstrip("\n") + "\n" + link
 
 
 def write_tables():
@@ -857,7 +925,7 @@ def write_tables():
             if key not in out:
                 print(f"WARNING docs/reproduction.md: no generated block {key!r}")
                 return m.group(0)
-            return f"<!-- BEGIN generated {key} -->\n{out[key]}<!-- END generated {key} -->"
+            return f"<!-- BEGIN generated {key} -->\n{page_block(key, out[key])}<!-- END generated {key} -->"
 
         new = re.sub(
             r"<!-- BEGIN generated (\S+) -->.*?<!-- END generated \1 -->", fill, text, flags=re.S
