@@ -8,6 +8,7 @@ mod fetch;
 mod operator;
 mod play;
 mod progress;
+mod serve;
 mod sim;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -45,7 +46,7 @@ enum Command {
     /// players (ffplay, mpv, VLC, a browser); prints the URLs.
     Play(play::PlayArgs),
     /// Serve a content store over UDP as an edge device (or, with --origin, the CDN origin).
-    Serve(pcdn_net::serve::ServerArgs),
+    Serve(serve::ServerArgs),
     /// Run a scenario file in the deterministic network simulator and compare schedulers. The
     /// default scenario takes seconds; a paper's file one to ten minutes on 2 cores (release
     /// build), with a progress line on stderr every 5 s when it is not a terminal.
@@ -77,7 +78,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Operator(args) => operator::run(args),
         Command::Play(args) => play::run_play(args),
-        Command::Serve(args) => match pcdn_net::serve::run_serve(args) {
+        Command::Serve(args) => match serve::run_serve(args) {
             // A configuration error (credential, address): exit status 2, which
             // deploy/pcdn-serve.service does not restart on.
             Err(e) if e.is::<pcdn_net::serve::TrackerRefused>() => {

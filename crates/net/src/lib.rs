@@ -17,7 +17,7 @@ pub mod tracker_client;
 pub mod video;
 
 pub use fetch::{FetchConfig, FetchError, FetchReport, fetch};
-pub use serve::{ServerArgs, ServerConfig, ServerHandle, TrackerSettings, run_serve, spawn_server};
+pub use serve::{ServerConfig, ServerHandle, TrackerSettings, spawn_server};
 pub use store::{Store, StoreError, StoreSource};
 pub use tracker_client::{Heartbeat, HeartbeatReply, TrackerClient, TrackerError};
 
