@@ -10,6 +10,7 @@ mod play;
 mod progress;
 mod serve;
 mod sim;
+mod tracker;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -52,7 +53,7 @@ enum Command {
     /// build), with a progress line on stderr every 5 s when it is not a terminal.
     Sim(sim::SimArgs),
     /// Run the control plane: device registry, content lookups and signed manifests over HTTP.
-    Tracker(pcdn_tracker::TrackerArgs),
+    Tracker(tracker::TrackerArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -88,7 +89,7 @@ fn main() -> anyhow::Result<()> {
             other => other,
         },
         Command::Sim(args) => sim::run(args),
-        Command::Tracker(args) => pcdn_tracker::run(args),
+        Command::Tracker(args) => tracker::run(args),
     }
 }
 

@@ -19,7 +19,6 @@
 
 mod api;
 mod auth;
-mod cli;
 mod error;
 mod extract;
 mod metrics;
@@ -35,7 +34,6 @@ mod store;
 mod tls;
 
 pub use auth::AuthConfig;
-pub use cli::{TrackerArgs, run};
 pub use pcdn_identity::ed25519_dalek::VerifyingKey;
 pub use pcdn_placement::PlacementConfig;
 pub use placement::PlacementSettings;

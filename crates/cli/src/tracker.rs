@@ -1,7 +1,9 @@
-//! The `pcdn tracker` command line: its arguments and the blocking entry point.
+//! `pcdn tracker`: its command line and the blocking entry point; the tracker is `pcdn_tracker`'s.
 
-use crate::{HttpLimits, PlacementSettings, Rate, RateLimits, StoreLimits, StoreUrl, TlsFiles, TrackerConfig, serve};
 use anyhow::{Context, bail};
+use pcdn_tracker::{
+    HttpLimits, PlacementSettings, Rate, RateLimits, StoreLimits, StoreUrl, TlsFiles, TrackerConfig, serve,
+};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,19 +44,19 @@ pub struct TrackerArgs {
     pub orphan_grace: u64,
     /// Free upload (bit/s) below which a device is at its cap: lookups leave it out while
     /// another holder of the content has room [default: 250 kbit/s]; 0: never.
-    #[arg(long, value_name = "BPS", default_value_t = crate::Spread::default().min_free_upload_bps,
-          value_parser = clap::value_parser!(u64).range(..=crate::Spread::MAX_MIN_FREE))]
+    #[arg(long, value_name = "BPS", default_value_t = pcdn_tracker::Spread::default().min_free_upload_bps,
+          value_parser = clap::value_parser!(u64).range(..=pcdn_tracker::Spread::MAX_MIN_FREE))]
     pub min_free_upload: u64,
     /// Upload (bit/s) a lookup charges the servers it lists, between them, until their next
     /// heartbeat, when the tracker does not know the content's bitrate: it spreads viewers
     /// over the holders [default: 4 Mbit/s]; 0: only known bitrates are charged.
-    #[arg(long, value_name = "BPS", default_value_t = crate::Spread::default().session_bps)]
+    #[arg(long, value_name = "BPS", default_value_t = pcdn_tracker::Spread::default().session_bps)]
     pub viewer_rate: u64,
     /// Distinct clients whose corrupt-data reports quarantine a device (smart ban).
-    #[arg(long, value_name = "N", default_value_t = crate::QuarantineConfig::default().reporters, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = pcdn_tracker::QuarantineConfig::default().reporters, value_parser = clap::value_parser!(u64).range(1..))]
     pub quarantine_reporters: u64,
     /// Seconds a corrupt-data report counts; a quarantine without new reports ends after it.
-    #[arg(long, value_name = "SECS", default_value_t = crate::QuarantineConfig::default().window.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = pcdn_tracker::QuarantineConfig::default().window.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub quarantine_window: u64,
     /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -149,7 +151,7 @@ impl TrackerArgs {
                     SocketAddr::new(listen.ip(), port)
                 }
             };
-            Some(crate::UdpConfig { listen, alt_listen })
+            Some(pcdn_tracker::UdpConfig { listen, alt_listen })
         };
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
@@ -171,7 +173,7 @@ impl TrackerArgs {
             listen: self.listen,
             store: self.store.clone(),
             operator_key: pcdn_identity::files::read_operator_public(&self.operator_key)?,
-            auth: crate::AuthConfig::default(),
+            auth: pcdn_tracker::AuthConfig::default(),
             ttl,
             heartbeat,
             limits: StoreLimits {
@@ -180,7 +182,7 @@ impl TrackerArgs {
                 manifests_per_origin: self.manifests_per_origin,
                 manifest_bytes_per_origin: self.manifest_bytes_per_origin,
                 orphan_grace: Duration::from_secs(self.orphan_grace),
-                spread: crate::Spread {
+                spread: pcdn_tracker::Spread {
                     min_free_upload_bps: self.min_free_upload,
                     session_bps: self.viewer_rate,
                 },
@@ -198,7 +200,7 @@ impl TrackerArgs {
                 ..RateLimits::default()
             },
             udp,
-            rendezvous_timings: crate::RendezvousTimings::default(),
+            rendezvous_timings: pcdn_tracker::RendezvousTimings::default(),
             popularity_half_life: Duration::from_secs(self.popularity_half_life),
             placement: PlacementSettings {
                 policy: self.placement.clone(),
@@ -206,10 +208,10 @@ impl TrackerArgs {
                 contents: self.placement_contents,
                 ..PlacementSettings::default()
             },
-            quarantine: crate::QuarantineConfig {
+            quarantine: pcdn_tracker::QuarantineConfig {
                 reporters: self.quarantine_reporters,
                 window: Duration::from_secs(self.quarantine_window),
-                ..crate::QuarantineConfig::default()
+                ..pcdn_tracker::QuarantineConfig::default()
             },
         })
     }
@@ -227,7 +229,7 @@ pub fn run(args: TrackerArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-    crate::raise_fd_limit();
+    pcdn_tracker::raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
