@@ -4,6 +4,7 @@ mod add;
 mod bench;
 mod config_file;
 mod demo;
+mod emulate;
 mod fetch;
 mod operator;
 mod play;
@@ -36,7 +37,7 @@ enum Command {
     /// placement, 40 viewers) and its CDN share over time. Nothing to set up.
     Demo(demo::DemoArgs),
     /// Run a real-time UDP relay that applies the simulator's link model in each direction.
-    Emulate(pcdn_emulate::EmulateArgs),
+    Emulate(emulate::EmulateArgs),
     /// Download a content from many servers at once, verify it and write it atomically.
     Fetch(fetch::FetchArgs),
     /// List the schedulers and congestion controls pcdn knows.
@@ -71,7 +72,7 @@ fn main() -> anyhow::Result<()> {
         Command::Add(args) => add::run_add(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
-        Command::Emulate(args) => pcdn_emulate::run(args),
+        Command::Emulate(args) => emulate::run(args),
         Command::Fetch(args) => fetch::run_fetch(args),
         Command::List => {
             sim::print_list();

@@ -135,7 +135,7 @@ fn address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
 }
 
 /// Parses `127.0.0.1:7901`, `[::1]:7901` or `localhost:7901`.
-pub(crate) fn resolve_address(s: &str) -> Result<SocketAddr, String> {
+pub fn resolve_address(s: &str) -> Result<SocketAddr, String> {
     let expected = || format!("expected an address such as \"127.0.0.1:7901\" or \"localhost:7901\", got \"{s}\"");
     if let Ok(a) = s.parse() {
         return Ok(a);

@@ -9,16 +9,14 @@
 //!
 //! - [`spawn_relay`] starts one relay from a [`RelayConfig`] and returns a [`RelayHandle`].
 //! - [`load_config`] reads a `links.toml` of several relays.
-//! - [`EmulateArgs`] and [`run`] are the `pcdn emulate` command.
+//! - [`resolve_address`] reads an `IP:PORT` or `HOST:PORT` address as links files do.
 
-mod cli;
 mod clock;
 mod config;
 mod describe;
 mod relay;
 
-pub use cli::{EmulateArgs, parse_probability, parse_queue, relay_from_flags, run};
-pub use config::{ConfigError, load_config, parse_config};
+pub use config::{ConfigError, load_config, parse_config, resolve_address};
 pub use describe::{describe_link, describe_rate};
 pub use relay::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS, DirectionStats, RelayConfig, RelayError, RelayHandle, RelayStats,

@@ -10,8 +10,7 @@ use pcdn_sim::scenario::UNLIMITED_RATE_BPS;
 use pcdn_sim::{Jitter, LinkConfig, Loss, QueueLimit, Rate, parse_duration, parse_rate, parse_size};
 use tracing::info;
 
-use crate::config::{load_config, resolve_address};
-use crate::relay::{RelayConfig, RelayHandle, RelayStats, default_up_link, spawn_relay};
+use pcdn_emulate::{RelayConfig, RelayHandle, RelayStats, default_up_link, load_config, resolve_address, spawn_relay};
 
 /// Seed when neither `--seed` nor a links file gives one.
 const DEFAULT_SEED: u64 = 1;
@@ -58,7 +57,7 @@ pub struct EmulateArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "60s")]
     pub idle_timeout: Duration,
     /// Most clients mapped at once; a new one then takes the place of the longest silent.
-    #[arg(long, value_name = "N", default_value_t = crate::relay::DEFAULT_MAX_CLIENTS, value_parser = parse_max_clients)]
+    #[arg(long, value_name = "N", default_value_t = pcdn_emulate::DEFAULT_MAX_CLIENTS, value_parser = parse_max_clients)]
     pub max_clients: usize,
     /// Several relays from a links file (`[[relay]]` tables; see docs/emulator.md) instead of
     /// the link flags.
@@ -214,7 +213,7 @@ fn init_tracing() {
 
 /// "down in 1200 pkts/1.6 MB, out 1080, dropped 20, lost 100; up ...; clients 2 (3 total)".
 fn format_stats(s: &RelayStats) -> String {
-    let dir = |d: &crate::relay::DirectionStats| {
+    let dir = |d: &pcdn_emulate::DirectionStats| {
         let mut line = format!(
             "in {} pkts/{} B, out {} pkts/{} B, dropped {}, lost {}, in link {}",
             d.in_packets, d.in_bytes, d.out_packets, d.out_bytes, d.dropped_packets, d.lost_packets, d.in_link_packets
