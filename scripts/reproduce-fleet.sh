@@ -20,6 +20,7 @@ bin=$(mktemp)
 trap 'rm -f "$bin"' EXIT
 # A copy, so that a concurrent build cannot swap the binary halfway.
 cp "$PCDN_BIN" "$bin"
+chmod +x "$bin"
 out=docs/figures/fleet
 mkdir -p "$out"
 commit=$(git rev-parse --short HEAD)
