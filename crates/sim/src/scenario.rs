@@ -34,7 +34,7 @@ use crate::world::{BottleneckSpec, ServerSpec, WorldSpec};
 
 pub use ab_report::{AB_PERCENTILES, AB_SLICES, AbGroup, AbReport, Change, ab_reports};
 pub use fleet::{AnyScenario, FleetRun, FleetScenario, PLACEMENTS};
-pub use fleet_runner::{FleetRow, FleetRunRecord, TimelineRow, ViewerRecordRow};
+pub use fleet_runner::{FleetRow, FleetRunRecord, FleetTick, TimelineRow, ViewerRecordRow};
 pub use paired::{Paired, paired};
 pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
 use tree::Tree;

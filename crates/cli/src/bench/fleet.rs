@@ -87,9 +87,13 @@ pub fn run(args: FleetArgs) -> anyhow::Result<()> {
     let progress = crate::progress::Progress::new("bench fleet", simulated_s, "simulated s", false);
     let wall = std::time::Instant::now();
     let cpu = ProcessTime::now();
-    let outcome = pcdn_sim::fleet::run_observed(&spec, &[args.scheduler.as_str()], &args.cc, args.seed, &mut |now_s| {
-        progress.set(now_s as u64)
-    });
+    let outcome = pcdn_sim::fleet::run_observed(
+        &spec,
+        &[args.scheduler.as_str()],
+        &args.cc,
+        args.seed,
+        &mut |now_s, _| progress.set(now_s as u64),
+    );
     let cpu_s = cpu.elapsed().as_secs_f64();
     let wall_s = wall.elapsed().as_secs_f64();
     progress.finish();

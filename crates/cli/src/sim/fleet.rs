@@ -34,9 +34,22 @@ pub(super) fn run(args: &SimArgs, mut scenario: FleetScenario) -> anyhow::Result
         }
         scenario.ccs.retain(|cc| args.ccs.contains(cc));
     }
-    let total = scenario.runs().len() as u64;
-    let progress = crate::progress::Progress::new(&scenario.name, total, "runs", false);
-    let rows = scenario.run(args.threads, &|| progress.inc());
+    // Simulated seconds over every run, and the viewers gone so far beside them.
+    let runs = scenario.runs().len() as u64;
+    let total_s = runs * scenario.duration.as_secs().max(1);
+    let progress = crate::progress::Progress::new(&scenario.name, total_s, "simulated s", false);
+    let state = std::sync::Mutex::new((0.0f64, 0usize, 0u64));
+    let rows = scenario.run_observed(args.threads, &|tick| {
+        let mut state = state.lock().expect("no thread panics holding it");
+        state.0 += tick.simulated_s;
+        state.1 += tick.viewers;
+        state.2 += u64::from(tick.run_done);
+        progress.set(state.0 as u64);
+        progress.set_message(format!(
+            "{}: {} viewers done, {}/{runs} runs",
+            scenario.name, state.1, state.2
+        ));
+    });
     progress.finish();
     let mut rows = rows?;
     let ab = if scenario.ab_test {

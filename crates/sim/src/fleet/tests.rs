@@ -273,7 +273,7 @@ fn an_observed_run_reports_each_window_and_runs_as_the_plain_one() {
     spec.viewers.arrival_window = Duration::from_secs(150);
     spec.duration = Duration::from_secs(200);
     let mut seen = Vec::new();
-    let observed = run_observed(&spec, &["weave"], "cubic", 4, &mut |now_s| seen.push(now_s)).unwrap();
+    let observed = run_observed(&spec, &["weave"], "cubic", 4, &mut |now_s, _| seen.push(now_s)).unwrap();
     let windows: Vec<f64> = (1..=seen.len()).map(|k| 60.0 * k as f64).collect();
     assert!(!seen.is_empty() && seen == windows, "{seen:?}");
     assert!(

@@ -31,14 +31,14 @@ pub fn run(spec: &FleetSpec, schedulers: &[&str], cc: &str, seed: u64) -> Result
     FleetWorld::new(spec, schedulers, cc, seed)?.run()
 }
 
-/// `run`, telling `observe` the simulated seconds at the end of every timeline window (a
-/// progress line for a run of minutes).
+/// `run`, telling `observe` the simulated seconds and the viewers gone so far at the end of
+/// every timeline window (a progress line for a run of minutes).
 pub fn run_observed(
     spec: &FleetSpec,
     schedulers: &[&str],
     cc: &str,
     seed: u64,
-    observe: &mut dyn FnMut(f64),
+    observe: &mut dyn FnMut(f64, usize),
 ) -> Result<FleetOutcome, FleetError> {
     FleetWorld::new(spec, schedulers, cc, seed)?.run_observed(observe)
 }
@@ -392,11 +392,12 @@ impl FleetWorld {
 
     /// Runs until every viewer has left or the duration ends.
     pub fn run(self) -> Result<FleetOutcome, FleetError> {
-        self.run_observed(&mut |_| {})
+        self.run_observed(&mut |_, _| {})
     }
 
-    /// `run`, telling `observe` the simulated seconds at the end of every timeline window.
-    pub fn run_observed(mut self, observe: &mut dyn FnMut(f64)) -> Result<FleetOutcome, FleetError> {
+    /// `run`, telling `observe` the simulated seconds and the viewers gone so far at the end
+    /// of every timeline window.
+    pub fn run_observed(mut self, observe: &mut dyn FnMut(f64, usize)) -> Result<FleetOutcome, FleetError> {
         loop {
             self.flush()?;
             if self.next_arrival == self.arrivals.len() && self.active.is_empty() {
@@ -421,7 +422,7 @@ impl FleetWorld {
                 let windows = self.timeline.len();
                 self.handle_events()?;
                 if self.timeline.len() > windows {
-                    observe((self.now - Instant::ZERO).as_secs_f64());
+                    observe((self.now - Instant::ZERO).as_secs_f64(), self.records.len());
                 }
             }
             if self.now >= self.deadline {

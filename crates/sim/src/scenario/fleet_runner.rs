@@ -109,7 +109,22 @@ impl FleetScenario {
     /// control, in that order (in an A/B test, a scheduler's row covers its group of viewers
     /// in the shared runs). The output depends only on the scenario, never on the threads.
     pub fn run(&self, threads: usize, on_run_done: &(dyn Fn() + Sync)) -> Result<Vec<FleetRow>, ScenarioError> {
+        self.run_observed(threads, &|tick| {
+            if tick.run_done {
+                on_run_done();
+            }
+        })
+    }
+
+    /// [`FleetScenario::run`], telling `observe` how far the runs have gone at the end of every
+    /// timeline window of each run and when each run ends (for a progress bar).
+    pub fn run_observed(
+        &self,
+        threads: usize,
+        observe: &(dyn Fn(FleetTick) + Sync),
+    ) -> Result<Vec<FleetRow>, ScenarioError> {
         let runs = self.runs();
+        let duration_s = self.duration.as_secs_f64();
         let threads = if threads == 0 { default_threads() } else { threads }.clamp(1, runs.len().max(1));
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<Result<FleetOutcome, String>>>> = Mutex::new(vec![None; runs.len()]);
@@ -120,9 +135,26 @@ impl FleetScenario {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(run) = runs.get(i) else { break };
                         let spec = self.spec(run.placement, run.seed);
-                        let outcome = fleet::run(&spec, &run.schedulers, run.cc, run.seed).map_err(|e| e.to_string());
+                        let mut last = (0.0, 0);
+                        let outcome =
+                            fleet::run_observed(&spec, &run.schedulers, run.cc, run.seed, &mut |now_s, gone| {
+                                observe(FleetTick {
+                                    simulated_s: now_s - last.0,
+                                    viewers: gone - last.1,
+                                    run_done: false,
+                                });
+                                last = (now_s, gone);
+                            });
+                        // The rest of the run's time and viewers, whether it ran to its end
+                        // or every viewer left early.
+                        let gone = outcome.as_ref().map_or(last.1, |o| o.viewers.len());
+                        observe(FleetTick {
+                            simulated_s: (duration_s - last.0).max(0.0),
+                            viewers: gone.saturating_sub(last.1),
+                            run_done: true,
+                        });
+                        let outcome = outcome.map_err(|e| e.to_string());
                         results.lock().expect("no thread panics holding it")[i] = Some(outcome);
-                        on_run_done();
                     }
                 });
             }
@@ -156,6 +188,17 @@ impl FleetScenario {
         rows.iter_mut().for_each(FleetRow::finish);
         Ok(rows)
     }
+}
+
+/// How far one fleet run has gone since its last tick.
+#[derive(Clone, Copy, Debug)]
+pub struct FleetTick {
+    /// Simulated seconds since the run's last tick.
+    pub simulated_s: f64,
+    /// Viewers that left since the run's last tick.
+    pub viewers: usize,
+    /// The run is over.
+    pub run_done: bool,
 }
 
 impl FleetRow {
