@@ -90,25 +90,10 @@ impl WorldSpec {
                     rate.min(cap) * (1.0 - loss)
                 })
                 .collect();
-            let mut shared = vec![false; own.len()];
-            let mut total = 0.0;
-            for b in &self.bottlenecks {
-                let members: f64 = b.servers.iter().filter_map(|&i| own.get(i)).sum();
+            self.through_bottlenecks(&own, |b| {
                 let (rate, loss) = link_at(&b.link, t - b.link.delay.as_secs_f64());
-                total += members.min(rate * (1.0 - loss));
-                for &i in &b.servers {
-                    if let Some(s) = shared.get_mut(i) {
-                        *s = true;
-                    }
-                }
-            }
-            total
-                + own
-                    .iter()
-                    .zip(&shared)
-                    .filter(|(_, s)| !**s)
-                    .map(|(r, _)| r)
-                    .sum::<f64>()
+                rate * (1.0 - loss)
+            })
         };
 
         let mut left = self.content_length as f64 * 8.0;

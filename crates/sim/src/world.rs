@@ -126,13 +126,18 @@ impl WorldSpec {
                 rate * (1.0 - s.link.loss.mean_loss())
             })
             .collect();
+        // Losses on the servers' own links come before the bottleneck and do not use it.
+        self.through_bottlenecks(&own, |b| link_rate_bps(&b.link) * (1.0 - b.link.loss.mean_loss()))
+    }
+
+    /// The servers' usable rates `own` (bit/s, by server) summed, each bottleneck's members
+    /// capped together at `capacity(bottleneck)`.
+    pub(crate) fn through_bottlenecks(&self, own: &[f64], capacity: impl Fn(&BottleneckSpec) -> f64) -> f64 {
         let mut shared = vec![false; own.len()];
         let mut total = 0.0;
         for b in &self.bottlenecks {
             let members: f64 = b.servers.iter().filter_map(|&i| own.get(i)).sum();
-            let cap = link_rate_bps(&b.link) * (1.0 - b.link.loss.mean_loss());
-            // Losses on the servers' own links come before the bottleneck and do not use it.
-            total += members.min(cap);
+            total += members.min(capacity(b));
             for &i in &b.servers {
                 if let Some(s) = shared.get_mut(i) {
                     *s = true;
