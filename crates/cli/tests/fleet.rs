@@ -12,28 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ONE_STACK_AT_A_TIME, Proc, add, enroll, free_tcp, free_udp, http_get, operator_dir, operator_init, pcdn};
+use common::{
+    ONE_STACK_AT_A_TIME, Proc, add, enroll, free_tcp, free_udp, http_get, operator_dir, operator_init, pcdn,
+    random_bytes,
+};
 
 const CONTENTS: usize = 10;
 const CONTENT_BYTES: usize = 400_000;
 const VIEWERS: usize = 24;
 const AT_ONCE: usize = 3;
 const EDGES: usize = 3;
-
-/// Deterministic pseudo-random bytes (BLAKE3 in counter mode).
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 32);
-    let mut counter = 0u64;
-    while out.len() < len {
-        let mut h = blake3::Hasher::new();
-        h.update(&seed.to_le_bytes());
-        h.update(&counter.to_le_bytes());
-        out.extend_from_slice(h.finalize().as_bytes());
-        counter += 1;
-    }
-    out.truncate(len);
-    out
-}
 
 /// The contents the viewers choose, in order: Zipf with exponent 1 over `CONTENTS` (content 0
 /// the most popular), from a fixed xorshift seed.

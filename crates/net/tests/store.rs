@@ -1,26 +1,15 @@
 //! The content store: imports are deterministic, atomic and idempotent; the key is private;
 //! the content source serves what was imported, including contents added after it started.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 
+use common::random_bytes;
 use pcdn_core::ContentSource;
 use pcdn_core::manifest::{DEFAULT_BLOCK_SIZE, DEFAULT_PACKET_SIZE};
 use pcdn_net::store::{CONTENTS_DIR, KEY_FILE, Store, StoreError, content_id_hex};
-
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 32);
-    let mut counter = 0u64;
-    while out.len() < len {
-        let mut h = blake3::Hasher::new();
-        h.update(&seed.to_le_bytes());
-        h.update(&counter.to_le_bytes());
-        out.extend_from_slice(h.finalize().as_bytes());
-        counter += 1;
-    }
-    out.truncate(len);
-    out
-}
 
 fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)

@@ -401,3 +401,18 @@ impl Stack {
         }
     }
 }
+
+/// Deterministic pseudo-random bytes (BLAKE3 in counter mode).
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 32);
+    let mut counter = 0u64;
+    while out.len() < len {
+        let mut h = blake3::Hasher::new();
+        h.update(&seed.to_le_bytes());
+        h.update(&counter.to_le_bytes());
+        out.extend_from_slice(h.finalize().as_bytes());
+        counter += 1;
+    }
+    out.truncate(len);
+    out
+}

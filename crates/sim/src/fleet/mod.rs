@@ -201,7 +201,12 @@ impl FleetOutcome {
     pub fn group(&self, group: usize) -> FleetOutcome {
         FleetOutcome {
             viewers: self.viewers.iter().filter(|v| v.group == group).cloned().collect(),
-            ..self.clone()
+            device_bytes: self.device_bytes.clone(),
+            origin_window_bytes: self.origin_window_bytes.clone(),
+            edge_utilization: self.edge_utilization,
+            fill_bytes: self.fill_bytes,
+            end_s: self.end_s,
+            timeline: self.timeline.clone(),
         }
     }
 
