@@ -30,7 +30,7 @@
 //!   the video's GOPs. A GOP that starts exactly where a stall froze the playhead is due when
 //!   playback resumes. This is stricter than the rebuffer count: a GOP that completes while its
 //!   first frames play is a pause for MPRD but not a stall.
-//! - **Picture discard** (Kondo et al., seed 003: "frames discarded by the video decoder"): the
+//! - **Picture discard** (Kondo et al., INTERNET 2021: "frames discarded by the video decoder"): the
 //!   video is `fps` frames a second; a frame is discarded when its bytes are not all in order at
 //!   the instant the playhead reaches its first byte (an incomplete frame is dropped, not
 //!   waited for). Judged like GOP pauses, at frame granularity.

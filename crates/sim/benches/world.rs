@@ -1,5 +1,5 @@
 //! Simulation speed: simulated DATA packets per wall-clock second for the MPRD high-rate
-//! scenario (seed 001 Fig. 7(d): a 500 Mbit/s CDN origin and edges of 350, 350, 200 and
+//! scenario (MPRD, Srinivasan and Aryafar, ICDCS 2025, Fig. 7(d): a 500 Mbit/s CDN origin and edges of 350, 350, 200 and
 //! 200 Mbit/s), a 200 MB download with minRTT and CUBIC, on one core.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -688,7 +688,7 @@ impl World {
     }
 }
 
-/// The MPRD high-rate world (seed 001 §V, Fig. 7(d)): a 500 Mbit/s CDN origin and edges of
+/// The MPRD high-rate world (Srinivasan and Aryafar, ICDCS 2025, §V, Fig. 7(d)): a 500 Mbit/s CDN origin and edges of
 /// 350, 350, 200 and 200 Mbit/s (one-way delays 5 to 25 ms, which the paper does not give),
 /// a 200 MB download. The simulator's speed benchmark runs it.
 pub fn mprd_high_rate() -> WorldSpec {

@@ -547,7 +547,7 @@ fn pscheduler_nr_orders_arrivals_without_copies() {
 // ---------------------------------------------------------------------------------------------
 // mprd
 
-/// MPRD's video setting (seed 001 §V, Fig. 8): a 10 Mbit/s CDN origin and a 4 Mbit/s edge,
+/// MPRD's video setting (Srinivasan and Aryafar, ICDCS 2025, §V, Fig. 8): a 10 Mbit/s CDN origin and a 4 Mbit/s edge,
 /// here with a 50 kB reorder buffer (about 28 ms of both links' data, so a hole the edge's
 /// loss leaves holds the cursor long enough to stall the window); `loss` on the edge's data
 /// direction.

@@ -1,6 +1,6 @@
 //! `pcdn bench video`: which frames of a real video each scheduler makes playable on time, and
-//! the PSNR the viewer sees, a late frame showing as the last good frame repeated (MPRD, seed 001
-//! §V, Fig. 8(b)).
+//! the PSNR the viewer sees, a late frame showing as the last good frame repeated (MPRD,
+//! Srinivasan and Aryafar, ICDCS 2025, §V, Fig. 8(b)).
 //!
 //! The video is a real H.264 MP4 (made with ffmpeg's lavfi test source unless one is given).
 //! ffprobe gives each frame's byte range and presentation time; the simulator delivers the file's

@@ -1,4 +1,4 @@
-//! GR-STY, Kondo et al.'s "Greedy Sticky" scheduler (INTERNET 2021, seed 003).
+//! GR-STY, Kondo et al.'s "Greedy Sticky" scheduler (INTERNET 2021).
 //!
 //! Choose a path as minRTT (LRF) does, then "once a path is selected, GR-STY stays on a path
 //! for as long as there is available window space": every pick goes to the current path while

@@ -1,4 +1,4 @@
-//! LET, Kondo et al.'s "Largest Estimated Throughput" (INTERNET 2021, seed 003).
+//! LET, Kondo et al.'s "Largest Estimated Throughput" (INTERNET 2021).
 //!
 //! Packets pick paths: the first pending sequence number goes to the path that can send with
 //! the largest cwnd ÷ sRTT, "the estimated throughput of each sub-flow". Unlike `tp-sty` this

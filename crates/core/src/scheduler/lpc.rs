@@ -1,4 +1,4 @@
-//! LPC, Kondo et al.'s "Largest Packet Credits" (INTERNET 2021, seed 003).
+//! LPC, Kondo et al.'s "Largest Packet Credits" (INTERNET 2021).
 //!
 //! Packets pick paths: the first pending sequence number goes to the path that can send with
 //! the most window room, cwnd − requests in flight ("the number of packets allowed by current

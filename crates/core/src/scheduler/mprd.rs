@@ -1,5 +1,5 @@
-//! MPRD, multipath parallel reverse segment download (Srinivasan & Aryafar, ICDCS 2025;
-//! seed 001 §IV): one server fetches forward, the others backward, so their streams meet.
+//! MPRD, multipath parallel reverse segment download (Srinivasan and Aryafar, ICDCS 2025,
+//! §IV): one server fetches forward, the others backward, so their streams meet.
 //!
 //! - A transmission window (TW) of N packets (here: what the reorder buffer allows when the
 //!   window opens) is shared out by estimated throughput R (Eq. 1:

@@ -1,4 +1,4 @@
-//! Pscheduler (Douyin's PCDN scheduler, JSAC 2025; seed 000 §IV): paths pick packets.
+//! Pscheduler (Douyin's PCDN scheduler, IEEE JSAC 2025, §IV): paths pick packets.
 //!
 //! When path *i* has window room it takes the packet at position `Offset` of the global
 //! pending queue (Algorithm 1), where Eq. 7 counts the packets the faster paths will deliver

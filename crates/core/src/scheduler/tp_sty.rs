@@ -1,4 +1,4 @@
-//! TP-STY, Kondo et al.'s "Throughput Sticky" scheduler (INTERNET 2021, seed 003).
+//! TP-STY, Kondo et al.'s "Throughput Sticky" scheduler (INTERNET 2021).
 //!
 //! The first path is minRTT's (LRF's) choice, and like GR-STY the scheduler stays on its
 //! current path while that path has window room. When the window is full the candidate is

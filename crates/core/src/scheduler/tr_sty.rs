@@ -1,4 +1,4 @@
-//! TR-STY, Kondo et al.'s "Throughput RTT Sticky" scheduler (INTERNET 2021, seed 003).
+//! TR-STY, Kondo et al.'s "Throughput RTT Sticky" scheduler (INTERNET 2021).
 //!
 //! TP-STY's rule (stay on the current path while it has window room; when it is full, take
 //! LRF's candidate only if its throughput is larger), and in addition TR-STY switches to the

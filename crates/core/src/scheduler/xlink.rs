@@ -1,4 +1,4 @@
-//! XLINK (Zheng et al., SIGCOMM 2021; seed 004): minRTT plus QoE-driven re-injection.
+//! XLINK (Zheng et al., ACM SIGCOMM 2021): minRTT plus QoE-driven re-injection.
 //!
 //! New data goes to the sendable path with the lowest sRTT. Once every new packet the
 //! window allows has been requested, a path with room re-injects: it asks again for the
