@@ -14,6 +14,8 @@
 //! ranges, e.g. 10-second video segments); a task starts when the one before it is complete,
 //! as in Douyin's PCDN (Pscheduler §II). All paths draw from one global pending queue; the
 //! scheduler decides which sequence number each request asks for and on which path.
+//! Under [`Transport::Subflow`] a path is an in-order stream instead, whose losses are
+//! retransmitted on it alone (the `subflow` submodule).
 //!
 //! With a manifest (`DownloadConfig::verify`) every block is checked against its BLAKE3 hash
 //! before its packets are delivered, and servers that send corrupt data are banned (the
@@ -33,7 +35,10 @@ use std::collections::{BTreeSet, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 
+mod subflow;
 mod verify;
+
+pub use subflow::Transport;
 
 /// How a download is set up.
 #[derive(Clone, Debug)]
@@ -79,6 +84,9 @@ pub struct DownloadConfig {
     /// with `jump_to_cdn` a segment it gives up on is fetched from origin paths only. The
     /// viewer presses play when the first path is added.
     pub video: Option<PlayerConfig>,
+    /// Whether a lost request goes back to the pending queue (pcdn's pull protocol) or is
+    /// retransmitted on its own path, which delivers in order (the `subflow` module).
+    pub transport: Transport,
 }
 
 impl DownloadConfig {
@@ -100,6 +108,7 @@ impl DownloadConfig {
             verify: None,
             max_unresolved_strikes: 4,
             video: None,
+            transport: Transport::Pull,
         }
     }
 }
@@ -293,6 +302,8 @@ pub struct Download {
     /// Sequence numbers that only origin paths may be asked for: the rest of each segment the
     /// player jumped to the CDN. Ranges wholly behind the cursor are dropped.
     origin_only: Vec<Range<u64>>,
+    /// The paths' streams under `Transport::Subflow`.
+    subflows: Option<Box<subflow::Subflows>>,
 }
 
 impl std::fmt::Debug for Download {
@@ -383,6 +394,7 @@ impl Download {
             ))
         });
         let deliver_limit = if verifier.is_some() { first.start_seq } else { u64::MAX };
+        let config_transport = config.transport;
         let mut download = Download {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             total_seqs: length.div_ceil(packet_size),
@@ -421,6 +433,7 @@ impl Download {
             deliver_limit,
             player: None,
             origin_only: Vec::new(),
+            subflows: subflow::Subflows::new(config_transport),
         };
         download.start_task(Instant::ZERO, 0);
         // An empty content (or empty first tasks) is complete before anything is sent.
@@ -453,6 +466,9 @@ impl Download {
         let mut path = Path::new(id, server, conn_id, cc, now, self.config.min_rto, self.packet_size);
         path.pacing_slack = self.config.pacing_slack;
         self.paths.push(path);
+        if let Some(flows) = self.subflows.as_deref_mut() {
+            flows.add_path(id);
+        }
         id
     }
 
@@ -727,6 +743,9 @@ impl Download {
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes;
         let slot_index = self.slot_index(seq);
+        if self.subflows.is_some() {
+            return self.on_subflow_data::<VERIFYING>(now, index, seq, rtt, data.payload);
+        }
         if rtt.is_some() {
             if let Some(i) = slot_index {
                 let slot = &mut self.slots[i];
@@ -743,22 +762,9 @@ impl Download {
             self.stats.duplicates += 1;
             self.stats.paths[path_id.0 as usize].duplicates += 1;
         } else {
-            self.paths[index].note_delivered();
             let i = slot_index.expect("not a duplicate");
-            if self.config.keep_data {
-                let mut buffer = self.pool.pop().unwrap_or_default();
-                buffer.clear();
-                buffer.extend_from_slice(data.payload);
-                self.payloads[i] = buffer;
-            }
-            let slot = &mut self.slots[i];
-            slot.received = true;
-            slot.arrival = now;
-            // A late answer to a request already declared lost still fills its hole.
-            if seq < self.next_new && !self.holes.is_empty() {
-                self.holes.remove(&seq);
-            }
-            self.ofo_bytes += bytes;
+            let payload = self.copy_payload(data.payload);
+            self.accept(index, i, seq, now, bytes, payload);
             if !VERIFYING {
                 self.deliver(now);
                 self.stats.sample_ofo(self.ofo_bytes);
@@ -774,16 +780,50 @@ impl Download {
             },
         );
         if rtt.is_some() {
-            let ps = &mut self.stats.paths[path_id.0 as usize];
-            let mut lost = std::mem::take(&mut self.lost_scratch);
-            self.paths[index].detect_losses(ps, now, self.config.reorder_threshold, &mut lost);
-            self.requeue_lost(now, index, &mut lost);
-            self.lost_scratch = lost;
+            self.detect_losses_on(now, index);
         }
         if VERIFYING && !duplicate {
             // Last, so that a block failure or a ban happens after the path has seen its data.
             self.on_verified_arrival(now, seq, path_id);
         }
+    }
+
+    /// Loss detection on the path at `index` after it answered a request.
+    fn detect_losses_on(&mut self, now: Instant, index: usize) {
+        let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
+        let mut lost = std::mem::take(&mut self.lost_scratch);
+        self.paths[index].detect_losses(ps, now, self.config.reorder_threshold, &mut lost);
+        self.requeue_lost(now, index, &mut lost);
+        self.lost_scratch = lost;
+    }
+
+    /// `payload` in a pooled buffer, with `keep_data`.
+    fn copy_payload(&mut self, payload: &[u8]) -> Option<Vec<u8>> {
+        if !self.config.keep_data {
+            return None;
+        }
+        let mut buffer = self.pool.pop().unwrap_or_default();
+        buffer.clear();
+        buffer.extend_from_slice(payload);
+        Some(buffer)
+    }
+
+    /// Hands packet `seq` (slot `i`, `bytes` long), which arrived at `arrival` on the path at
+    /// `index`, to reassembly; `data` is its payload with `keep_data`.
+    #[inline(always)]
+    fn accept(&mut self, index: usize, i: usize, seq: u64, arrival: Instant, bytes: u64, data: Option<Vec<u8>>) {
+        self.paths[index].note_delivered();
+        if let Some(data) = data {
+            self.payloads[i] = data;
+        }
+        let slot = &mut self.slots[i];
+        slot.received = true;
+        slot.arrival = arrival;
+        // A late answer to a request already declared lost still fills its hole.
+        if seq < self.next_new && !self.holes.is_empty() {
+            self.holes.remove(&seq);
+        }
+        self.ofo_bytes += bytes;
     }
 
     /// Moves the in-order cursor over received packets, completing tasks on the way.
@@ -903,7 +943,11 @@ impl Download {
     fn requeue_lost(&mut self, now: Instant, index: usize, lost: &mut Vec<u64>) {
         // Most calls have nothing to requeue; keep them free of the loop's stack frame.
         if !lost.is_empty() {
-            self.requeue(now, index, lost);
+            if self.subflows.is_some() {
+                self.subflow_lost(now, index, lost);
+            } else {
+                self.requeue(now, index, lost);
+            }
         }
     }
 
@@ -925,11 +969,17 @@ impl Download {
 
     /// Gives every request in flight on path `index` back to the pending queue.
     fn abandon(&mut self, now: Instant, index: usize) {
-        let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
         let mut lost = std::mem::take(&mut self.lost_scratch);
         if !self.paths[index].outbox.is_empty() {
             self.outboxes -= 1;
         }
+        let path = self.paths[index].id;
+        if self.subflows.is_some() {
+            self.subflow_abandon(now, index, &mut lost);
+            self.lost_scratch = lost;
+            return;
+        }
+        let ps = &mut self.stats.paths[path.0 as usize];
         self.paths[index].abandon_all(ps, now, &mut lost);
         // Abandoned requests are not losses of the network; requeue without counting them.
         let before = self.stats.losses;
@@ -989,7 +1039,10 @@ impl Download {
     }
 
     fn has_work(&self) -> bool {
-        !self.holes.is_empty() || self.next_new < self.new_end() || self.verify.as_ref().is_some_and(|v| v.has_parole())
+        self.subflows.as_ref().is_some_and(|f| f.has_retransmissions())
+            || !self.holes.is_empty()
+            || self.next_new < self.new_end()
+            || self.verify.as_ref().is_some_and(|v| v.has_parole())
     }
 
     /// Timers: handshake retries, the loss time threshold, retransmission timeouts, and path
@@ -1034,6 +1087,9 @@ impl Download {
     /// download waits for, as a scheduler's request would for as long as the backed-off RTO.
     fn probe(&mut self, now: Instant, index: usize) {
         if self.done {
+            return;
+        }
+        if self.subflows.is_some() && self.retransmit_on_timeout(now, index) {
             return;
         }
         let Some(seq) = self.paths[index].probe_seq() else {
@@ -1129,6 +1185,9 @@ impl Download {
     /// Asks the scheduler for requests while some path can take one (some path can).
     #[inline(never)]
     fn schedule(&mut self, now: Instant) {
+        if self.subflows.as_ref().is_some_and(|f| f.has_retransmissions()) {
+            self.serve_retransmissions(now);
+        }
         let mut views = std::mem::take(&mut self.view_paths);
         if self.views_valid {
             // Each path brings its own view up to date, at the cost of a look or two if
@@ -1202,6 +1261,9 @@ impl Download {
             self.paths[index].write_view(now, &mut views[slot], false);
         }
         self.view_paths = views;
+        if self.subflows.is_some() {
+            self.reinject(now);
+        }
     }
 
     fn any_in_flight(&self) -> bool {
@@ -1243,7 +1305,7 @@ impl Download {
         if !self.paths[index].can_send(now) || seq < self.cursor || seq >= new_end.max(self.next_new) {
             return false;
         }
-        if self.in_flight_on(index, seq) {
+        if self.in_flight_on(index, seq) || self.subflows.as_ref().is_some_and(|f| f.holds(pick.path, seq)) {
             return false;
         }
         if !self.origin_only.is_empty() && !self.paths[index].info.origin && self.is_origin_only(seq) {
@@ -1284,6 +1346,9 @@ impl Download {
         }
         if self.paths[index].outbox.len() == 1 {
             self.outboxes += 1;
+        }
+        if let Some(flows) = self.subflows.as_deref_mut() {
+            flows.assign(pick.path, seq);
         }
         self.stats.requests_sent += 1;
         if self.stats.started.is_none() {

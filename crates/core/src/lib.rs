@@ -16,7 +16,7 @@ pub mod stats;
 pub mod time;
 pub mod units;
 
-pub use download::{Download, DownloadConfig, Event, PathError, Transmit};
+pub use download::{Download, DownloadConfig, Event, PathError, Transmit, Transport};
 pub use ed25519_dalek;
 pub use manifest::{Manifest, ManifestBuilder, ManifestError, SignedManifest};
 pub use path::{PathId, PathStats, ServerInfo};

@@ -345,7 +345,7 @@ impl Path {
     }
 
     /// Re-reads the controller's window after it saw an event.
-    fn refresh_cwnd(&mut self) {
+    pub(crate) fn refresh_cwnd(&mut self) {
         self.cwnd = (self.cc.window() / self.packet_size).max(1);
         self.view_dirty = true;
     }

@@ -69,6 +69,13 @@ pub struct Stats {
     /// Blocks whose hash did not match: their packets were fetched again.
     #[serde(skip_serializing_if = "is_zero")]
     pub blocks_rejected: u64,
+    /// Packets asked again of another path by MPTCP's opportunistic retransmission (only with
+    /// `Transport::Subflow { opportunistic: true }`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reinjections: u64,
+    /// Window cuts of paths that held up the reorder buffer (same transport).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub penalties: u64,
     /// The player's QoE as of the download's latest input (only with `DownloadConfig::video`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub player: Option<PlayerStats>,
