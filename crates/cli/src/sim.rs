@@ -76,9 +76,15 @@ pub struct SimArgs {
     /// (`pcdn sim DIR/world-SEED.toml` gives its rows).
     #[arg(long, value_name = "DIR", requires = "random")]
     write_worlds: Option<PathBuf>,
-    /// With --random: only this scheduler (repeatable); default: every scheduler of `--list`.
-    #[arg(long = "scheduler", value_name = "NAME", requires = "random")]
+    /// Only this scheduler (repeatable): of the file's, or with --random of `--list`'s
+    /// (default: all).
+    #[arg(long = "scheduler", value_name = "NAME")]
     schedulers: Vec<String>,
+    /// Run on this transport instead of the file's `[client] transport` (repeatable, one row
+    /// per transport): `pull` (pcdn's protocol), `subflow` (each path an in-order TCP stream)
+    /// or `subflow-or` (with MPTCP's opportunistic retransmission); docs/scenarios.md.
+    #[arg(long = "transport", value_name = "NAME", conflicts_with = "random")]
+    transports: Vec<String>,
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
@@ -106,6 +112,16 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         scenario
             .keep_ccs(&args.ccs)
             .map_err(|m| anyhow::anyhow!("{}: --cc {m}", scenario.file))?;
+    }
+    if !args.schedulers.is_empty() {
+        scenario
+            .keep_schedulers(&args.schedulers)
+            .map_err(|m| anyhow::anyhow!("{}: --scheduler {m}", scenario.file))?;
+    }
+    if !args.transports.is_empty() {
+        scenario
+            .set_transports(&args.transports)
+            .map_err(|m| anyhow::anyhow!("{}: --transport {m}", scenario.file))?;
     }
     if !args.points.is_empty() {
         scenario
@@ -176,6 +192,10 @@ pub fn print_list() {
         println!("  {name:<14} {about}");
     }
     println!("  (other names: {})", aliases(pcdn_core::cc::ALIASES));
+    println!("transports:");
+    for (name, about) in pcdn_core::Transport::NAMES {
+        println!("  {name:<14} {about}");
+    }
 }
 
 /// A column: header (with its unit), right-aligned or not, and the cell of a row.
@@ -275,6 +295,10 @@ fn cell_columns(scenario: &Scenario) -> Vec<Column> {
         column("scheduler", false, |r| r.row.scheduler.clone()),
         column("cc", false, |r| r.row.cc.clone()),
     ];
+    let pull_only = scenario.points.iter().all(|p| p.transports == ["pull"]);
+    if !pull_only {
+        columns.push(column("transport", false, |r| r.row.transport.clone()));
+    }
     if let Some(key) = &scenario.sweep_key {
         columns.push(column(key, false, |r| r.row.sweep.clone().unwrap_or_default()));
     }
@@ -284,7 +308,7 @@ fn cell_columns(scenario: &Scenario) -> Vec<Column> {
 /// `--against`: every row of another scheduler beside `against`'s row of the same cell, each
 /// metric as the mean seed-by-seed difference ± the half-width of its 95 % interval.
 fn paired_table(scenario: &Scenario, rows: &[FullRow], against: &str) -> String {
-    let cell = |r: &FullRow| (r.row.cc.clone(), r.row.sweep.clone());
+    let cell = |r: &FullRow| (r.row.cc.clone(), r.row.transport.clone(), r.row.sweep.clone());
     let references: std::rc::Rc<Vec<FullRow>> =
         std::rc::Rc::new(rows.iter().filter(|r| r.row.scheduler == against).cloned().collect());
     let mut columns = cell_columns(scenario);

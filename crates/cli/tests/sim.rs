@@ -78,6 +78,7 @@ fn json_rows_have_the_documented_fields_in_order() {
     let mut expected = vec![
         "scheduler",
         "cc",
+        "transport",
         "sweep",
         "repeats",
         "goodput_mbps",

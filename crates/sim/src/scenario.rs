@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use pcdn_core::player::{JumpToCdn, PlayerConfig, SpecError, VideoSpec};
-use pcdn_core::{cc, scheduler};
+use pcdn_core::{Transport, cc, scheduler};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use toml::Spanned;
@@ -123,6 +123,8 @@ pub struct SweepPoint {
     pub repeat: u32,
     pub schedulers: Vec<String>,
     pub ccs: Vec<String>,
+    /// `[client] transport`: `pull`, `subflow`, ... (`pcdn_core::Transport::NAMES`).
+    pub transports: Vec<String>,
     pub world: WorldSpec,
     /// The `[video]` played while the content downloads, if any.
     pub video: Option<PlayerConfig>,
@@ -136,6 +138,7 @@ pub struct Run<'a> {
     pub sweep: Option<&'a str>,
     pub scheduler: &'a str,
     pub cc: &'a str,
+    pub transport: &'a str,
     /// 0-based repeat index.
     pub repeat: u32,
     pub seed: u64,
@@ -251,6 +254,34 @@ impl Scenario {
         Ok(())
     }
 
+    /// Runs every sweep point on `transports` (names of `pcdn_core::Transport::NAMES`) instead
+    /// of the file's `[client] transport`; an error names the first unknown one.
+    pub fn set_transports(&mut self, transports: &[String]) -> Result<(), String> {
+        if let Some(bad) = transports.iter().find(|t| Transport::by_name(t).is_none()) {
+            let known: Vec<&str> = Transport::NAMES.iter().map(|(n, _)| *n).collect();
+            return Err(format!("unknown transport \"{bad}\"; known: {}", known.join(", ")));
+        }
+        for p in &mut self.points {
+            p.transports = transports.to_vec();
+        }
+        Ok(())
+    }
+
+    /// Keeps only the named schedulers at every sweep point, in the file's order; an error
+    /// names the first one the file does not list, and the file's own.
+    pub fn keep_schedulers(&mut self, schedulers: &[String]) -> Result<(), String> {
+        for p in &mut self.points {
+            if let Some(missing) = schedulers.iter().find(|s| !p.schedulers.contains(s)) {
+                return Err(format!(
+                    "\"{missing}\" is not among the file's [client] schedulers ({})",
+                    p.schedulers.join(", ")
+                ));
+            }
+            p.schedulers.retain(|s| schedulers.contains(s));
+        }
+        Ok(())
+    }
+
     /// Keeps only the named sweep points (values as written in `sweep.values`), in the file's
     /// order; an error names the first value the sweep does not have, and the sweep's own.
     pub fn keep_points(&mut self, values: &[String]) -> Result<(), String> {
@@ -270,23 +301,26 @@ impl Scenario {
     }
 
     /// Every run, in the order rows are reported: sweep point, then scheduler, then congestion
-    /// control, then repeat (seeds `seed`, `seed + 1`, ...).
+    /// control, then transport, then repeat (seeds `seed`, `seed + 1`, ...).
     pub fn runs(&self) -> Vec<Run<'_>> {
         let mut runs = Vec::new();
         for (index, point) in self.points.iter().enumerate() {
             for scheduler in &point.schedulers {
                 for cc in &point.ccs {
-                    for repeat in 0..point.repeat {
-                        runs.push(Run {
-                            point: index,
-                            sweep: point.sweep.as_deref(),
-                            scheduler,
-                            cc,
-                            repeat,
-                            seed: point.seed.wrapping_add(u64::from(repeat)),
-                            world: &point.world,
-                            video: point.video.as_ref(),
-                        });
+                    for transport in &point.transports {
+                        for repeat in 0..point.repeat {
+                            runs.push(Run {
+                                point: index,
+                                sweep: point.sweep.as_deref(),
+                                scheduler,
+                                cc,
+                                transport,
+                                repeat,
+                                seed: point.seed.wrapping_add(u64::from(repeat)),
+                                world: &point.world,
+                                video: point.video.as_ref(),
+                            });
+                        }
                     }
                 }
             }
@@ -409,6 +443,8 @@ struct RawClient {
     schedulers: Vec<String>,
     #[serde(deserialize_with = "names::controls")]
     cc: Vec<String>,
+    #[serde(deserialize_with = "names::transports")]
+    transport: Vec<String>,
     #[serde(deserialize_with = "units::de::size")]
     reorder_buffer: u64,
 }
@@ -418,6 +454,7 @@ impl Default for RawClient {
         RawClient {
             schedulers: vec!["default".to_owned()],
             cc: vec!["default".to_owned()],
+            transport: vec!["pull".to_owned()],
             reorder_buffer: 4_000_000,
         }
     }
@@ -694,6 +731,7 @@ impl Ctx<'_> {
             repeat: raw.repeat,
             schedulers: raw.client.schedulers,
             ccs: raw.client.cc,
+            transports: raw.client.transport,
             video,
             world: WorldSpec {
                 content_length: size,
@@ -726,6 +764,14 @@ impl Ctx<'_> {
             &client.cc,
             cc::CONTROLLERS,
             cc_ok,
+        )?;
+        self.check_names(
+            tree,
+            "client.transport",
+            "transport",
+            &client.transport,
+            Transport::NAMES,
+            |n| Transport::by_name(n).is_some(),
         )
     }
 

@@ -13,7 +13,7 @@ use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession}
 use pcdn_core::stats::Stats;
 use pcdn_core::time::{Duration, Instant};
 use pcdn_core::wire;
-use pcdn_core::{Download, DownloadConfig, PathId, ServerInfo};
+use pcdn_core::{Download, DownloadConfig, PathId, ServerInfo, Transport};
 use std::net::{Ipv4Addr, SocketAddr};
 
 /// One server of the world.
@@ -81,6 +81,8 @@ pub enum WorldError {
     UnknownScheduler(String),
     #[error("unknown congestion control {0:?} (see `pcdn sim --list`)")]
     UnknownCc(String),
+    #[error("unknown transport {0:?} (pull, subflow or subflow-or)")]
+    UnknownTransport(String),
     #[error("server {server:?}: {source}")]
     Link { server: String, source: LinkError },
     #[error("bottleneck {index}: {source}")]
@@ -310,6 +312,20 @@ pub fn run_with_video(
     World::with_video(spec, video, scheduler, cc, seed)?.run()
 }
 
+/// [`run_with_video`] on `transport`, a name of `pcdn_core::Transport::NAMES`.
+pub fn run_on(
+    spec: &WorldSpec,
+    video: Option<&PlayerConfig>,
+    scheduler: &str,
+    cc: &str,
+    transport: &str,
+    seed: u64,
+) -> Result<Outcome, WorldError> {
+    let transport = Transport::by_name(transport).ok_or_else(|| WorldError::UnknownTransport(transport.into()))?;
+    let sched = scheduler::by_name(scheduler, seed).ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
+    World::with_transport(spec, video, sched, cc, transport, seed)?.run()
+}
+
 /// The simulation state of one run.
 pub struct World {
     client: Download,
@@ -372,6 +388,18 @@ impl World {
         cc_name: &str,
         seed: u64,
     ) -> Result<World, WorldError> {
+        World::with_transport(spec, video, sched, cc_name, Transport::Pull, seed)
+    }
+
+    /// [`World::with_scheduler`] on `transport` (the others run pcdn's `pull`).
+    pub fn with_transport(
+        spec: &WorldSpec,
+        video: Option<&PlayerConfig>,
+        sched: Box<dyn scheduler::Scheduler>,
+        cc_name: &str,
+        transport: Transport,
+        seed: u64,
+    ) -> Result<World, WorldError> {
         if spec.servers.is_empty() {
             return Err(WorldError::NoServers);
         }
@@ -383,8 +411,11 @@ impl World {
             id: content_id,
             length: spec.content_length,
         };
-        let mut client = Download::new(spec.download_config(content_id, seed, video), sched)
-            .map_err(|e| WorldError::Download(e.to_string()))?;
+        let config = DownloadConfig {
+            transport,
+            ..spec.download_config(content_id, seed, video)
+        };
+        let mut client = Download::new(config, sched).map_err(|e| WorldError::Download(e.to_string()))?;
         let mut network = Network::new(seed);
         // Bottleneck links first, so that a server's route can end in its bottleneck.
         let mut bottleneck_of = vec![None; spec.servers.len()];

@@ -729,3 +729,34 @@ fn every_registered_scheduler_has_a_test_here() {
     assert_eq!(scheduler::by_name("default", SEED).unwrap().name(), "weave");
     assert_eq!(scheduler::by_name("lrf", SEED).unwrap().name(), "minrtt");
 }
+
+/// Every registered scheduler completes on the `subflow` transport (each path an in-order
+/// stream, losses retransmitted on their own path) over lossy paths, with and without MPTCP's
+/// opportunistic retransmission.
+#[test]
+fn every_scheduler_completes_on_subflows() {
+    use pcdn_core::Transport;
+    let spec = world(
+        1_500_000,
+        400_000,
+        vec![
+            origin(server("cdn", 10, 10)),
+            lossy(server("edge1", 4, 20), 0.05),
+            lossy(server("edge2", 4, 30), 0.01),
+        ],
+    );
+    for transport in [
+        Transport::Subflow { opportunistic: false },
+        Transport::Subflow { opportunistic: true },
+    ] {
+        for &(name, _) in scheduler::SCHEDULERS {
+            let sched = scheduler::by_name(name, SEED).unwrap();
+            let outcome = World::with_transport(&spec, None, sched, CC, transport, SEED)
+                .unwrap()
+                .run()
+                .unwrap();
+            assert!(outcome.completed, "{name} on {transport:?} did not complete");
+            assert_eq!(outcome.stats.bytes_delivered, 1_500_000, "{name} on {transport:?}");
+        }
+    }
+}

@@ -177,7 +177,7 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
         .points
         .iter()
         .enumerate()
-        .flat_map(|(i, p)| std::iter::repeat_n(i, p.schedulers.len() * p.ccs.len()))
+        .flat_map(|(i, p)| std::iter::repeat_n(i, p.schedulers.len() * p.ccs.len() * p.transports.len()))
         .collect();
     anyhow::ensure!(
         point_of.len() == rows.len(),
@@ -187,15 +187,19 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
     // Series in the rows' order of first appearance, each with its style: the colour of its
     // scheduler, the marker of its congestion control.
     let several_ccs = rows.iter().any(|r| r.row.cc != rows[0].row.cc);
+    let several_transports = rows.iter().any(|r| r.row.transport != rows[0].row.transport);
     let mut schedulers: Vec<&str> = Vec::new();
     let mut ccs: Vec<&str> = Vec::new();
     let mut series: Vec<Series<'_>> = Vec::new();
     for (row, &point) in rows.iter().zip(&point_of) {
-        let name = if several_ccs {
+        let mut name = if several_ccs {
             format!("{} / {}", row.row.scheduler, row.row.cc)
         } else {
             row.row.scheduler.clone()
         };
+        if several_transports {
+            name = format!("{name} / {}", row.row.transport);
+        }
         match series.iter_mut().find(|(n, _, _)| *n == name) {
             Some((_, _, members)) => members.push((point, row)),
             None => {

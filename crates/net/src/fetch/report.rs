@@ -293,6 +293,7 @@ mod tests {
         let row = pcdn_sim::scenario::Row {
             scheduler: String::new(),
             cc: String::new(),
+            transport: String::new(),
             sweep: None,
             repeats: 1,
             goodput_mbps: 0.0,

@@ -1,4 +1,5 @@
-//! `[client]` name lists: `schedulers` and `cc` take a list of names or the word `"all"`.
+//! `[client]` name lists: `schedulers` and `cc` take a list of names or the word `"all"`;
+//! `transport` takes one name or a list.
 
 use std::fmt;
 
@@ -15,6 +16,33 @@ pub fn schedulers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Err
 /// `cc = [...]`, or `"all"`: every registered congestion control, in registry order.
 pub fn controls<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     d.deserialize_any(NamesOrAll(pcdn_core::cc::names))
+}
+
+/// `transport = "subflow"` or `transport = ["subflow", "pull"]` (one row per transport).
+pub fn transports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    d.deserialize_any(OneOrMany)
+}
+
+/// One name, or a list of names.
+struct OneOrMany;
+
+impl<'de> Visitor<'de> for OneOrMany {
+    type Value = Vec<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a name such as \"subflow\", or a list such as [\"subflow\", \"pull\"]"
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, word: &str) -> Result<Vec<String>, E> {
+        Ok(vec![word.to_owned()])
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Vec<String>, A::Error> {
+        NamesOrAll(std::iter::empty).visit_seq(seq)
+    }
 }
 
 /// A list of names, or [`ALL`] expanded by the registry's `names`.

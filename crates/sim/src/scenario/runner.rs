@@ -15,6 +15,8 @@ use crate::world::{self, Outcome};
 pub struct Row {
     pub scheduler: String,
     pub cc: String,
+    /// `pull` (pcdn's protocol) or `subflow` (a TCP stream per path), `[client] transport`.
+    pub transport: String,
     /// The swept value as written in the file, or null without a sweep.
     pub sweep: Option<String>,
     /// Runs averaged (seeds `seed`, `seed + 1`, ...).
@@ -184,8 +186,8 @@ impl Scenario {
             line: None,
             key: None,
             message: format!(
-                "run of scheduler {} with cc {} (seed {}{sweep}) failed: {e}",
-                run.scheduler, run.cc, run.seed
+                "run of scheduler {} with cc {} on {} (seed {}{sweep}) failed: {e}",
+                run.scheduler, run.cc, run.transport, run.seed
             ),
         }
     }
@@ -206,7 +208,7 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let result = world::run_with_video(run.world, run.video, run.scheduler, run.cc, run.seed)
+                    let result = world::run_on(run.world, run.video, run.scheduler, run.cc, run.transport, run.seed)
                         .map(|o| RunMetrics::of(&o, run.world.bound_s()));
                     if result.is_err() {
                         failed.store(true, Ordering::Relaxed);
@@ -223,7 +225,7 @@ fn run_parallel(runs: &[Run<'_>], threads: usize, on_run_done: &(dyn Fn() + Sync
         .collect()
 }
 
-/// Groups consecutive runs of the same point × scheduler × cc (the order of
+/// Groups consecutive runs of the same point × scheduler × cc × transport (the order of
 /// [`Scenario::runs`]) and averages each metric over the group, summing in repeat order.
 fn aggregate(runs: &[Run<'_>], measured: &[RunMetrics]) -> Vec<FullRow> {
     let mut rows = Vec::new();
@@ -232,7 +234,9 @@ fn aggregate(runs: &[Run<'_>], measured: &[RunMetrics]) -> Vec<FullRow> {
         let first = &runs[start];
         let end = runs[start..]
             .iter()
-            .position(|r| (r.point, r.scheduler, r.cc) != (first.point, first.scheduler, first.cc))
+            .position(|r| {
+                (r.point, r.scheduler, r.cc, r.transport) != (first.point, first.scheduler, first.cc, first.transport)
+            })
             .map_or(runs.len(), |n| start + n);
         let group = &measured[start..end];
         let n = group.len() as f64;
@@ -242,6 +246,7 @@ fn aggregate(runs: &[Run<'_>], measured: &[RunMetrics]) -> Vec<FullRow> {
         let row = Row {
             scheduler: first.scheduler.to_owned(),
             cc: first.cc.to_owned(),
+            transport: first.transport.to_owned(),
             sweep: first.sweep.map(str::to_owned),
             repeats: group.len() as u32,
             goodput_mbps: mean(|m| m.goodput_mbps),

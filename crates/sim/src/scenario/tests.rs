@@ -606,3 +606,41 @@ impl AtomicCounter {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
+
+#[test]
+fn transport_is_one_name_or_a_list_and_each_gives_its_own_rows() {
+    assert_eq!(parse(SMALL).unwrap().points[0].transports, ["pull"], "pull by default");
+    let one = parse(&SMALL.replace("[client]", "[client]\ntransport = \"subflow\"")).unwrap();
+    assert_eq!(one.points[0].transports, ["subflow"]);
+    let text = SMALL.replace("[client]", "[client]\ntransport = [\"subflow\", \"pull\"]");
+    let s = parse(&text).unwrap();
+    let cells: Vec<_> = s.runs().iter().map(|r| (r.scheduler, r.transport)).collect();
+    assert_eq!(
+        cells,
+        [
+            ("default", "subflow"),
+            ("default", "pull"),
+            ("round-robin", "subflow"),
+            ("round-robin", "pull")
+        ]
+    );
+    let rows = s.run(0, &|| {}).unwrap();
+    let transports: Vec<&str> = rows.iter().map(|r| r.transport.as_str()).collect();
+    assert_eq!(transports, ["subflow", "pull", "subflow", "pull"]);
+    assert!(rows.iter().all(|r| r.completed == 1), "{rows:?}");
+    // An unknown name is an error naming the file, the key and the choices.
+    let e = error_of(&SMALL.replace("[client]", "[client]\ntransport = [\"pull\", \"tcp\"]"));
+    assert!(
+        e.starts_with(
+            "scenarios/x.toml:6: client.transport.1: unknown transport \"tcp\"; known: pull, subflow, subflow-or"
+        ),
+        "{e}"
+    );
+    let e = error_of(&SMALL.replace("[client]", "[client]\ntransport = \"tcp\""));
+    assert!(
+        e.contains("client.transport") && e.contains("unknown transport \"tcp\"; known: pull, subflow"),
+        "{e}"
+    );
+    let e = error_of(&SMALL.replace("[client]", "[client]\ntransport = 3"));
+    assert!(e.contains("client.transport") && e.contains("\"subflow\""), "{e}");
+}
