@@ -30,6 +30,7 @@ Usage (from anywhere; Python 3 standard library only):
     scripts/reproduce.py                  # build, run every scenario, write tables
     scripts/reproduce.py --only fig15     # only scenarios whose stem contains "fig15"
     scripts/reproduce.py --tables-only    # only rebuild tables.md from the rows.json files
+    scripts/reproduce.py --replot         # only redraw the sweeps' charts from their rows.json
     scripts/reproduce.py --no-build --bin /path/to/pcdn
     scripts/reproduce.py --out ~/pcdn-figures   # write everything into a folder of your own
 
@@ -936,12 +937,37 @@ def write_tables():
             print("filled the generated tables of docs/reproduction.md")
 
 
+def replot(selected, binary):
+    """Redraws each selected sweep's charts from its rows.json, so that the charts show the
+    numbers of the tables (the scenario file's [plot] says what they show)."""
+    failures = 0
+    for stem in selected:
+        toml = toml_of(stem)
+        outdir = os.path.join(FIGURES, stem)
+        rows = os.path.join(outdir, "rows.json")
+        if stem.startswith("extra/") or not has_sweep(os.path.join(ROOT, toml)) or not os.path.exists(rows):
+            continue
+        cmd = [binary, "sim", toml, "--plot", shown_path(outdir), "--from-rows", shown_path(rows)]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            failures += 1
+            print(f"FAILED {stem}: {proc.stderr.strip()}", file=sys.stderr)
+        else:
+            print(f"{stem}: charts redrawn", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", default=[], help="run stems containing this (repeatable)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "pcdn"))
     ap.add_argument("--tables-only", action="store_true", help="only rewrite tables.md")
+    ap.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw the sweeps' charts from their rows.json with --bin (pcdn sim --from-rows)",
+    )
     ap.add_argument(
         "--out",
         metavar="DIR",
@@ -960,6 +986,8 @@ def main():
     FIGURES = os.path.abspath(args.out)
     os.makedirs(FIGURES, exist_ok=True)
     failures = []
+    if args.replot:
+        return replot([s for s in stems() if not args.only or any(o in s for o in args.only)], args.bin)
     if not args.tables_only:
         if not args.no_build:
             subprocess.run(["cargo", "build", "--release", "-p", "pcdn-cli"], cwd=ROOT, check=True)

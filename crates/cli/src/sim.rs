@@ -33,6 +33,11 @@ pub struct SimArgs {
     /// completion time against the swept value, one line per scheduler × congestion control.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+    /// With --plot: draw the rows that `pcdn sim FILE --json` wrote into ROWS (same file, same
+    /// --cc/--point choices) instead of running the scenario, so that charts and tables show
+    /// the same numbers.
+    #[arg(long, value_name = "ROWS", requires = "plot", conflicts_with_all = ["json", "against", "seed", "repeat"])]
+    from_rows: Option<PathBuf>,
     /// List the schedulers and congestion controls, one per line with a summary, and exit.
     #[arg(long)]
     list: bool,
@@ -149,6 +154,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         );
     }
 
+    if let (Some(path), Some(dir)) = (&args.from_rows, &args.plot) {
+        let rows = read_rows(path, &scenario)?;
+        for file in plot::write_charts(&scenario, &rows, dir)? {
+            eprintln!("wrote {}", file.display());
+        }
+        return Ok(());
+    }
+
     let total = scenario.runs().len() as u64;
     let progress = crate::progress::Progress::new(&scenario.name, total, "runs", false);
     let rows = scenario.run_full(args.threads, &|| progress.inc());
@@ -172,6 +185,41 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The rows of an earlier `--json` run of `scenario`, checked to be its rows in its order.
+fn read_rows(path: &Path, scenario: &Scenario) -> anyhow::Result<Vec<FullRow>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--from-rows: cannot read {}", path.display()))?;
+    let rows: Vec<FullRow> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "--from-rows: {} is not the JSON rows of `pcdn sim --json`",
+            path.display()
+        )
+    })?;
+    let expected: Vec<(&str, &str, Option<&str>)> = scenario
+        .points
+        .iter()
+        .flat_map(|p| {
+            p.schedulers
+                .iter()
+                .flat_map(move |s| p.ccs.iter().map(move |c| (s.as_str(), c.as_str(), p.sweep.as_deref())))
+        })
+        .collect();
+    let found: Vec<(&str, &str, Option<&str>)> = rows
+        .iter()
+        .map(|r| (r.row.scheduler.as_str(), r.row.cc.as_str(), r.row.sweep.as_deref()))
+        .collect();
+    if let Some(i) = (0..expected.len().max(found.len())).find(|&i| expected.get(i) != found.get(i)) {
+        bail!(
+            "--from-rows: {} is not {}'s rows: row {} is {:?}, the scenario's is {:?} (scheduler, cc, sweep)",
+            path.display(),
+            scenario.file,
+            i + 1,
+            found.get(i),
+            expected.get(i)
+        );
+    }
+    Ok(rows)
 }
 
 /// Every scheduler and congestion control, one line each with its summary.

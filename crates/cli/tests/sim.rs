@@ -334,6 +334,70 @@ fn plot_writes_one_png_per_metric() {
 }
 
 #[test]
+fn plot_draws_the_selection_first_and_every_row_in_a_second_chart() {
+    let text = format!("{SWEEP}[plot]\nschedulers = [\"minrtt\"]\nx_label = \"edge RTT (ms)\"\nx_scale = 2\n");
+    let file = scenario_file("selected.toml", &text);
+    let dir = file.parent().unwrap().join("selected-plots");
+    let out = pcdn()
+        .arg("sim")
+        .arg(&file)
+        .args(["--repeat", "1", "--plot"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["aggregation", "goodput", "ofo_mean", "wait_p99", "completion"] {
+        let main = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
+        let all = std::fs::read(dir.join(format!("{name}-all.png"))).unwrap();
+        assert!(main.starts_with(b"\x89PNG") && all.starts_with(b"\x89PNG"), "{name}");
+        assert_ne!(main, all, "{name}: the selection draws fewer lines than every row");
+    }
+
+    // The same charts drawn again from the rows a --json run printed, without running.
+    let rows = file.parent().unwrap().join("selected-rows.json");
+    let json = pcdn()
+        .arg("sim")
+        .arg(&file)
+        .args(["--repeat", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(json.status.success());
+    std::fs::write(&rows, &json.stdout).unwrap();
+    let again = file.parent().unwrap().join("replotted");
+    let out = pcdn()
+        .arg("sim")
+        .arg(&file)
+        .arg("--plot")
+        .arg(&again)
+        .arg("--from-rows")
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["goodput.png", "completion-all.png"] {
+        let drawn = std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(drawn, std::fs::read(again.join(name)).unwrap(), "{name} differs");
+    }
+    // Rows of another scenario are refused, naming the first row that differs.
+    let other = scenario_file(
+        "other.toml",
+        &text.replace("[\"minrtt\", \"round-robin\"]", "[\"round-robin\", \"minrtt\"]"),
+    );
+    let out = pcdn()
+        .arg("sim")
+        .arg(&other)
+        .arg("--plot")
+        .arg(&again)
+        .arg("--from-rows")
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("row 1 is") && err.contains("minrtt"), "{err}");
+}
+
+#[test]
 fn without_a_file_the_built_in_scenario_runs() {
     let out = stdout_of(pcdn().args(["sim", "--repeat", "1", "--json"]));
     let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();

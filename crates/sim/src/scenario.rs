@@ -11,6 +11,7 @@ mod fleet;
 mod fleet_runner;
 mod names;
 mod paired;
+mod plot_spec;
 pub mod random;
 mod runner;
 pub mod scorecard;
@@ -36,6 +37,8 @@ pub use ab_report::{AB_PERCENTILES, AB_SLICES, AbGroup, AbReport, Change, ab_rep
 pub use fleet::{AnyScenario, FleetRun, FleetScenario, PLACEMENTS};
 pub use fleet_runner::{FleetRow, FleetRunRecord, FleetTick, TimelineRow, ViewerRecordRow};
 pub use paired::{Paired, paired};
+pub use plot_spec::PlotSpec;
+use plot_spec::RawPlot;
 pub use runner::{FullRow, PlayerRow, Row, RunMetrics, RunRow, default_threads};
 use tree::Tree;
 pub use tree::desugar_knobs;
@@ -110,6 +113,8 @@ pub struct Scenario {
     /// The swept dotted key, if the scenario has a `[sweep]`.
     pub sweep_key: Option<String>,
     pub points: Vec<SweepPoint>,
+    /// How `--plot` draws the sweep (`[plot]`).
+    pub plot: PlotSpec,
 }
 
 /// The scenario with one sweep value applied (or the scenario itself, without a sweep).
@@ -165,7 +170,8 @@ impl Scenario {
         })?;
         let span = doc.span();
         let tree: Tree = Spanned::new(span, DeValue::Table(doc.into_inner()));
-        let raw: Raw = ctx.deserialize(&tree)?;
+        let mut raw: Raw = ctx.deserialize(&tree)?;
+        let plot = raw.plot.take();
         let name = raw.name.clone().unwrap_or_else(|| {
             Path::new(file)
                 .file_stem()
@@ -176,11 +182,19 @@ impl Scenario {
         // blaming a sweep value, even when every point repeats them.
         let base = ctx.build(&tree, raw, None);
         let Some(key) = sweep_key else {
+            if plot.is_some() {
+                return Err(ctx.err(
+                    &tree,
+                    "plot",
+                    "[plot] says how to draw a [sweep], and this scenario has none",
+                ));
+            }
             return Ok(Scenario {
                 name,
                 file: file.to_owned(),
                 sweep_key: None,
                 points: vec![base?],
+                plot: PlotSpec::default(),
             });
         };
         let values = sweep_values(&tree);
@@ -217,11 +231,18 @@ impl Scenario {
             })?;
             points.push(ctx.build(&swept, raw, Some(label.clone())).map_err(blame)?);
         }
+        let plot = match plot {
+            Some(plot) => plot
+                .check(&points[0].schedulers, &points[0].ccs)
+                .map_err(|(key, message)| ctx.err(&tree, key, message))?,
+            None => PlotSpec::default(),
+        };
         Ok(Scenario {
             name,
             file: file.to_owned(),
             sweep_key: Some(key),
             points,
+            plot,
         })
     }
 
@@ -372,6 +393,7 @@ struct Raw {
     #[serde(default)]
     bottleneck: Vec<RawBottleneck>,
     sweep: Option<RawSweep>,
+    plot: Option<RawPlot>,
 }
 
 fn default_seed() -> u64 {

@@ -1,5 +1,6 @@
 //! PNG charts of a sweep (one chart per metric, x = the swept value, one line per scheduler ×
-//! congestion control), of fleets over time (one line per placement × scheduler × control)
+//! congestion control; with `[plot]`, its selection first and every line in a second chart),
+//! of fleets over time (one line per placement × scheduler × control)
 //! and of `pcdn demo --fleet`'s CDN share. Text uses DejaVu Sans embedded in the binary, so no
 //! system font is needed.
 
@@ -128,6 +129,17 @@ impl Axis {
         Axis::Categories(labels.to_vec())
     }
 
+    /// Numeric values multiplied by `factor` (`[plot] x_scale`); categories stay.
+    fn scaled(self, factor: f64) -> Axis {
+        match self {
+            Axis::Numeric { unit, xs } => Axis::Numeric {
+                unit,
+                xs: xs.into_iter().map(|x| x * factor).collect(),
+            },
+            categories => categories,
+        }
+    }
+
     fn x(&self, index: usize) -> f64 {
         match self {
             Axis::Numeric { xs, .. } => xs[index],
@@ -171,7 +183,8 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
         .iter()
         .map(|p| p.sweep.clone().unwrap_or_default())
         .collect();
-    let axis = Axis::of(&labels);
+    let spec = &scenario.plot;
+    let axis = Axis::of(&labels).scaled(spec.x_scale);
     // Rows come point by point (scheduler × cc rows each), so equal labels stay apart.
     let point_of: Vec<usize> = scenario
         .points
@@ -212,30 +225,60 @@ pub fn write_charts(scenario: &Scenario, rows: &[FullRow], dir: &Path) -> anyhow
         }
     }
 
+    // The main charts: the `[plot]` selection, each scheduler in one of the ten dark hues (in
+    // the selection's order) so that a handful of lines stay far apart.
+    let main: Vec<Series<'_>> = series
+        .iter()
+        .filter(|(_, _, members)| {
+            let row = &members[0].1.row;
+            spec.shows(&row.scheduler, &row.cc)
+        })
+        .map(|(name, style, members)| {
+            let scheduler = members[0].1.row.scheduler.as_str();
+            let rank = match &spec.schedulers {
+                Some(list) => list.iter().position(|n| n == scheduler).unwrap_or(0),
+                None => style.color,
+            };
+            let color = if spec.selects() {
+                (2 * rank) % COLORS.len()
+            } else {
+                style.color
+            };
+            (name.clone(), Style { color, ..*style }, members.clone())
+        })
+        .collect();
+    let x_desc = match (&spec.x_label, &axis) {
+        (Some(label), _) => label.clone(),
+        (None, Axis::Numeric { unit, .. }) if !unit.is_empty() => format!("{key} ({unit})"),
+        (None, _) => key.to_owned(),
+    };
     let mut written = Vec::new();
     for metric in METRICS {
         if metric.player && rows.iter().all(|r| r.player.is_none()) {
             continue;
         }
-        let path = dir.join(metric.file);
-        let lines: Vec<Line<'_>> = series
-            .iter()
-            .map(|(name, style, members)| {
-                let points = members
-                    .iter()
-                    .filter_map(|&(point, r)| Some((axis.x(point), (metric.value)(r)?)))
-                    .collect();
-                (name.as_str(), *style, points)
-            })
-            .collect();
-        let x_desc = match &axis {
-            Axis::Numeric { unit, .. } if !unit.is_empty() => format!("{key} ({unit})"),
-            _ => key.to_owned(),
-        };
-        let caption = format!("{}: {}", scenario.name, metric.title);
-        draw(&path, &caption, &x_desc, &axis, metric.title, &lines)
-            .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))?;
-        written.push(path);
+        let mut charts = vec![(metric.file.to_owned(), &main, "")];
+        if spec.selects() {
+            let all = metric.file.replace(".png", "-all.png");
+            charts.push((all, &series, ", every scheduler"));
+        }
+        for (file, chosen, suffix) in charts {
+            let path = dir.join(file);
+            let lines: Vec<Line<'_>> = chosen
+                .iter()
+                .map(|(name, style, members)| {
+                    let points = members
+                        .iter()
+                        .filter_map(|&(point, r)| Some((axis.x(point), (metric.value)(r)?)))
+                        .collect();
+                    (name.as_str(), *style, points)
+                })
+                .collect();
+            let caption = format!("{}: {}{suffix}", scenario.name, metric.title);
+            draw(&path, &caption, &x_desc, &axis, metric.title, &lines)
+                .map_err(|e| anyhow!("--plot: cannot draw {}: {e}", path.display()))?;
+            written.push(path);
+        }
     }
     Ok(written)
 }

@@ -4,14 +4,14 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pcdn_core::player::PlayerStats;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Run, Scenario, ScenarioError};
 use crate::world::{self, Outcome};
 
 /// One scheduler × congestion control × sweep point: each metric is the mean over its repeats
 /// (definitions in `docs/scenarios.md` and `pcdn_core::stats`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub scheduler: String,
     pub cc: String,
@@ -53,8 +53,9 @@ pub struct Row {
 }
 
 /// A [`Row`] and, for a scenario with a `[video]`, the player's QoE (the JSON of
-/// `pcdn sim --json`: the row's keys, then `player`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// `pcdn sim --json`: the row's keys, then `player`). Read back (`pcdn sim --from-rows`)
+/// without its `runs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FullRow {
     #[serde(flatten)]
     pub row: Row,
@@ -62,7 +63,7 @@ pub struct FullRow {
     pub player: Option<PlayerRow>,
     /// Each repeat's own metrics, in seed order: what a paired comparison of two schedulers
     /// (same seeds, same draws of the links) reads. Left out of the JSON when emptied.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", skip_deserializing)]
     pub runs: Vec<RunRow>,
 }
 
@@ -75,7 +76,7 @@ pub struct RunRow {
 }
 
 /// The player's QoE, each the mean over the repeats (definitions in `pcdn_core::player`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlayerRow {
     /// From pressing play to the first frame, s; null if any repeat never showed one.
     pub first_frame_s: Option<f64>,

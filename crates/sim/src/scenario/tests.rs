@@ -643,4 +643,35 @@ fn transport_is_one_name_or_a_list_and_each_gives_its_own_rows() {
     );
     let e = error_of(&SMALL.replace("[client]", "[client]\ntransport = 3"));
     assert!(e.contains("client.transport") && e.contains("\"subflow\""), "{e}");
+
+fn plot_selects_rows_of_the_client_lists_and_needs_a_sweep() {
+    let sweep = "[sweep]\nkey = \"server.edge1.link.delay\"\nvalues = [\"30ms\", \"60ms\"]\n";
+    let s = parse(&format!(
+        "{SMALL}{sweep}[plot]\nschedulers = [\"round-robin\"]\nx_label = \"RTT (ms)\"\nx_scale = 2\n"
+    ))
+    .unwrap();
+    assert_eq!(s.plot.schedulers.as_deref(), Some(&["round-robin".to_owned()][..]));
+    assert_eq!((s.plot.x_label.as_deref(), s.plot.x_scale), (Some("RTT (ms)"), 2.0));
+    assert!(s.plot.shows("round-robin", "default") && !s.plot.shows("default", "default"));
+    assert!(s.plot.selects());
+    let plain = parse(&format!("{SMALL}{sweep}")).unwrap();
+    assert_eq!(plain.plot, PlotSpec::default());
+    assert!(plain.plot.shows("default", "cubic") && !plain.plot.selects());
+
+    let e = error_of(&format!("{SMALL}{sweep}[plot]\nschedulers = [\"minrtt\"]\n"));
+    assert!(
+        e.contains("plot.schedulers") && e.contains("\"minrtt\" is not in client.schedulers"),
+        "{e}"
+    );
+    let e = error_of(&format!("{SMALL}{sweep}[plot]\ncc = [\"bbr\"]\n"));
+    assert!(
+        e.contains("plot.cc") && e.contains("\"bbr\" is not in client.cc"),
+        "{e}"
+    );
+    let e = error_of(&format!("{SMALL}{sweep}[plot]\nx_scale = 0\n"));
+    assert!(e.contains("plot.x_scale") && e.contains("positive"), "{e}");
+    let e = error_of(&format!("{SMALL}{sweep}[plot]\ncolour = \"red\"\n"));
+    assert!(e.contains("unknown key") && e.contains("colour"), "{e}");
+    let e = error_of(&format!("{SMALL}[plot]\nschedulers = [\"default\"]\n"));
+    assert!(e.contains("has none"), "{e}");
 }
