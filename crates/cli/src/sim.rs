@@ -196,22 +196,27 @@ fn read_rows(path: &Path, scenario: &Scenario) -> anyhow::Result<Vec<FullRow>> {
             path.display()
         )
     })?;
-    let expected: Vec<(&str, &str, Option<&str>)> = scenario
-        .points
+    // One row per point × scheduler × cc × transport, in `Scenario::runs`' order.
+    let mut expected: Vec<(&str, &str, &str, Option<&str>)> = scenario
+        .runs()
         .iter()
-        .flat_map(|p| {
-            p.schedulers
-                .iter()
-                .flat_map(move |s| p.ccs.iter().map(move |c| (s.as_str(), c.as_str(), p.sweep.as_deref())))
-        })
+        .map(|r| (r.scheduler, r.cc, r.transport, r.sweep))
         .collect();
-    let found: Vec<(&str, &str, Option<&str>)> = rows
+    expected.dedup();
+    let found: Vec<(&str, &str, &str, Option<&str>)> = rows
         .iter()
-        .map(|r| (r.row.scheduler.as_str(), r.row.cc.as_str(), r.row.sweep.as_deref()))
+        .map(|r| {
+            (
+                r.row.scheduler.as_str(),
+                r.row.cc.as_str(),
+                r.row.transport.as_str(),
+                r.row.sweep.as_deref(),
+            )
+        })
         .collect();
     if let Some(i) = (0..expected.len().max(found.len())).find(|&i| expected.get(i) != found.get(i)) {
         bail!(
-            "--from-rows: {} is not {}'s rows: row {} is {:?}, the scenario's is {:?} (scheduler, cc, sweep)",
+            "--from-rows: {} is not {}'s rows: row {} is {:?}, the scenario's is {:?} (scheduler, cc, transport, sweep)",
             path.display(),
             scenario.file,
             i + 1,

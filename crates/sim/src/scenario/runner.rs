@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::{Run, Scenario, ScenarioError};
 use crate::world::{self, Outcome};
 
+/// A `rows.json` without a `transport` field ran on pcdn's own protocol.
+fn pull() -> String {
+    "pull".to_owned()
+}
+
 /// One scheduler × congestion control × sweep point: each metric is the mean over its repeats
 /// (definitions in `docs/scenarios.md` and `pcdn_core::stats`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -16,6 +21,7 @@ pub struct Row {
     pub scheduler: String,
     pub cc: String,
     /// `pull` (pcdn's protocol) or `subflow` (a TCP stream per path), `[client] transport`.
+    #[serde(default = "pull")]
     pub transport: String,
     /// The swept value as written in the file, or null without a sweep.
     pub sweep: Option<String>,

@@ -643,7 +643,9 @@ fn transport_is_one_name_or_a_list_and_each_gives_its_own_rows() {
     );
     let e = error_of(&SMALL.replace("[client]", "[client]\ntransport = 3"));
     assert!(e.contains("client.transport") && e.contains("\"subflow\""), "{e}");
+}
 
+#[test]
 fn plot_selects_rows_of_the_client_lists_and_needs_a_sweep() {
     let sweep = "[sweep]\nkey = \"server.edge1.link.delay\"\nvalues = [\"30ms\", \"60ms\"]\n";
     let s = parse(&format!(
