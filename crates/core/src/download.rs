@@ -98,7 +98,7 @@ impl DownloadConfig {
             packet_size,
             tasks: Vec::new(),
             reorder_buffer: 4_000_000,
-            reorder_threshold: 3,
+            reorder_threshold: crate::path::PACKET_THRESHOLD,
             max_consecutive_timeouts: 6,
             handshake_attempts: 5,
             min_rto: Duration::from_millis(200),

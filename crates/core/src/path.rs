@@ -11,6 +11,15 @@ use std::collections::VecDeque;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct PathId(pub u32);
 
+/// RFC 9002 §6.1.1's packet threshold (kPacketThreshold): a request is lost once this many
+/// requests sent after it were answered. The download's default `reorder_threshold`, and
+/// what schedulers reason with about when a loss shows.
+pub const PACKET_THRESHOLD: u64 = 3;
+
+/// RFC 9002 §6.1.2's time threshold (kTimeThreshold = 9/8) as (numerator, denominator): a
+/// request is lost once out this share of `max(sRTT, latest RTT)` after a later one was answered.
+pub const TIME_THRESHOLD: (u32, u32) = (9, 8);
+
 impl std::fmt::Display for PathId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "path{}", self.0)
@@ -614,7 +623,8 @@ impl Path {
     /// `kGranularity`.
     fn loss_delay(&self) -> Duration {
         let rtt = self.rtt.smoothed().max(self.rtt.latest());
-        (rtt * 9 / 8).max(Duration::from_millis(1))
+        let (num, den) = TIME_THRESHOLD;
+        (rtt * num / den).max(Duration::from_millis(1))
     }
 
     /// When the time threshold declares the oldest request in flight lost, if a request sent

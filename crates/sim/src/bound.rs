@@ -172,6 +172,7 @@ mod tests {
     /// Packets of 974 payload bytes: with the 26-byte header, 1000 bytes on the wire.
     fn world(servers: Vec<ServerSpec>, bytes: u64) -> WorldSpec {
         WorldSpec {
+            weave: Default::default(),
             content_length: bytes,
             packet_size: 974,
             task_size: None,

@@ -23,6 +23,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use pcdn_core::player::{JumpToCdn, PlayerConfig, SpecError, VideoSpec};
+use pcdn_core::scheduler::WeaveConfig;
 use pcdn_core::{Transport, cc, scheduler};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -469,6 +470,8 @@ struct RawClient {
     transport: Vec<String>,
     #[serde(deserialize_with = "units::de::size")]
     reorder_buffer: u64,
+    /// weave's switches and constants (docs/weave.md).
+    weave: WeaveConfig,
 }
 
 impl Default for RawClient {
@@ -478,6 +481,7 @@ impl Default for RawClient {
             cc: vec!["default".to_owned()],
             transport: vec!["pull".to_owned()],
             reorder_buffer: 4_000_000,
+            weave: WeaveConfig::default(),
         }
     }
 }
@@ -763,6 +767,7 @@ impl Ctx<'_> {
                 servers,
                 bottlenecks,
                 duration: raw.duration,
+                weave: raw.client.weave,
             },
         })
     }

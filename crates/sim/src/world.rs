@@ -8,7 +8,7 @@ use crate::link::{LinkConfig, LinkError, Packet};
 use crate::network::{Network, RouteId};
 use pcdn_core::cc;
 use pcdn_core::player::PlayerConfig;
-use pcdn_core::scheduler;
+use pcdn_core::scheduler::{self, WeaveConfig};
 use pcdn_core::server::{ContentInfo, ContentSource, ServerConfig, ServerSession};
 use pcdn_core::stats::Stats;
 use pcdn_core::time::{Duration, Instant};
@@ -58,6 +58,8 @@ pub struct WorldSpec {
     pub bottlenecks: Vec<BottleneckSpec>,
     /// Virtual-time limit of the run.
     pub duration: Duration,
+    /// weave's switches and constants, when weave is the scheduler (`[client] weave`).
+    pub weave: WeaveConfig,
 }
 
 /// What one run measured.
@@ -374,8 +376,8 @@ impl World {
         if spec.servers.is_empty() {
             return Err(WorldError::NoServers);
         }
-        let sched =
-            scheduler::by_name(scheduler, seed).ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
+        let sched = scheduler::by_name_with(scheduler, seed, &spec.weave)
+            .ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
         World::with_scheduler(spec, video, sched, cc_name, seed)
     }
 
@@ -741,6 +743,7 @@ pub fn mprd_high_rate() -> WorldSpec {
         })
         .collect();
     WorldSpec {
+        weave: Default::default(),
         content_length: 200_000_000,
         packet_size: 1400,
         task_size: None,

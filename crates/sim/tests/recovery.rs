@@ -35,6 +35,7 @@ fn world(outage: impl FnOnce(&mut ServerSpec)) -> WorldSpec {
     let mut b = server("b", 20);
     outage(&mut b);
     WorldSpec {
+        weave: Default::default(),
         content_length: 4_000_000,
         packet_size: 1400,
         task_size: None,

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use super::{Controller, ControllerFactory, DataArrival, Loss, WindowConfig};
+use crate::estimate::FullPipe;
 use crate::time::{Duration, Instant};
 
 /// ProbeBW's pacing-gain cycle (paper §"Steady-state behavior"): probe for more bandwidth
@@ -138,9 +139,8 @@ pub struct Bbr {
     rt_prop: Option<Duration>,
     rt_prop_stamp: Instant,
 
-    full_bw: f64,
-    full_bw_count: u32,
-    full_bw_reached: bool,
+    /// Startup's plateau detector (BtlBw stopped growing).
+    full_pipe: FullPipe,
 
     cycle_index: usize,
     cycle_stamp: Instant,
@@ -187,9 +187,7 @@ impl Bbr {
             delivered: 0,
             rt_prop: None,
             rt_prop_stamp: now,
-            full_bw: 0.0,
-            full_bw_count: 0,
-            full_bw_reached: false,
+            full_pipe: FullPipe::new(config.full_bw_growth, config.full_bw_rounds),
             cycle_index: 0,
             cycle_stamp: now,
             probe_rtt_done: None,
@@ -224,7 +222,7 @@ impl Bbr {
     }
     /// Startup found the pipe full (BtlBw stopped growing).
     pub fn full_bw_reached(&self) -> bool {
-        self.full_bw_reached
+        self.full_pipe.is_full()
     }
 
     /// `gain · BtlBw · RTprop` in bytes; the initial window while either is unknown.
@@ -308,21 +306,14 @@ impl Bbr {
     /// Paper §"Startup and Drain": the pipe is full once three rounds in a row fail to
     /// raise BtlBw by 25%.
     fn check_full_bw_reached(&mut self, a: &DataArrival) {
-        if self.full_bw_reached || !self.round_start || self.app_limited(a) {
+        if self.full_pipe.is_full() || !self.round_start || self.app_limited(a) {
             return;
         }
-        let bw = self.btl_bw();
-        if bw >= self.full_bw * self.config.full_bw_growth {
-            self.full_bw = bw;
-            self.full_bw_count = 0;
-            return;
-        }
-        self.full_bw_count += 1;
-        self.full_bw_reached = self.full_bw_count >= self.config.full_bw_rounds;
+        self.full_pipe.on_round(self.btl_bw());
     }
 
     fn check_drain(&mut self, a: &DataArrival) {
-        if self.state == BbrState::Startup && self.full_bw_reached {
+        if self.state == BbrState::Startup && self.full_pipe.is_full() {
             self.state = BbrState::Drain;
         }
         if self.state == BbrState::Drain && a.in_flight_bytes <= self.bdp(1.0) {
@@ -369,7 +360,7 @@ impl Bbr {
                 if self.probe_rtt_round_done && a.now >= done {
                     self.rt_prop_stamp = a.now;
                     self.cwnd = self.cwnd.max(self.prior_cwnd);
-                    if self.full_bw_reached {
+                    if self.full_pipe.is_full() {
                         self.enter_probe_bw(a.now);
                     } else {
                         self.state = BbrState::Startup;
@@ -403,7 +394,7 @@ impl Bbr {
         };
         // Until the pipe is known to be full, a lower rate is noise (a round with few
         // samples), not a signal: Startup's rate only rises.
-        if self.full_bw_reached || self.pacing_rate.is_none_or(|r| rate > r) {
+        if self.full_pipe.is_full() || self.pacing_rate.is_none_or(|r| rate > r) {
             self.pacing_rate = Some(rate);
         }
     }
@@ -421,7 +412,7 @@ impl Bbr {
             self.cwnd = self.cwnd.max(a.in_flight_bytes + acked);
         } else {
             let target = self.bdp(self.cwnd_gain);
-            if self.full_bw_reached {
+            if self.full_pipe.is_full() {
                 self.cwnd = (self.cwnd + acked).min(target);
             } else if self.cwnd < target || self.delivered < self.initial_window {
                 self.cwnd += acked;
@@ -482,7 +473,7 @@ impl Controller for Bbr {
             // detector restarts too (Linux `bbr_set_state` on TCP_CA_Loss).
             self.cwnd = self.min_window;
             self.packet_conservation = false;
-            self.full_bw = 0.0;
+            self.full_pipe.restart_growth();
             self.collapsed_at = Some(loss.now);
             self.recovery_start = Some(loss.now);
         }

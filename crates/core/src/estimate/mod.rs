@@ -1,12 +1,14 @@
 //! Per-path estimators, decoupled from congestion control (Pscheduler §IV-B).
 
 pub mod delivery;
+pub mod full_pipe;
 pub mod rtt;
 pub mod shared;
 pub mod tfrc;
 pub mod windowed;
 
 pub use delivery::DeliveryRate;
+pub use full_pipe::FullPipe;
 pub use rtt::RttEstimator;
 pub use shared::SharedBottleneck;
 pub use tfrc::LossEventRate;

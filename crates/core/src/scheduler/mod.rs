@@ -41,7 +41,7 @@ pub use redundant::Redundant;
 pub use round_robin::RoundRobin;
 pub use tp_sty::TpSty;
 pub use tr_sty::TrSty;
-pub use weave::Weave;
+pub use weave::{Weave, WeaveConfig};
 pub use xlink::Xlink;
 
 /// What a scheduler sees of one path. Only established paths appear.
@@ -394,6 +394,15 @@ pub fn canonical(name: &str) -> Option<&'static str> {
 pub fn by_name(name: &str, seed: u64) -> Option<Box<dyn Scheduler>> {
     let own = canonical(name)?;
     REGISTRY.iter().find(|r| r.name == own).map(|r| (r.build)(seed))
+}
+
+/// [`by_name`], with weave built from `weave` (its switches and constants); the other
+/// schedulers have no settings.
+pub fn by_name_with(name: &str, seed: u64, weave: &WeaveConfig) -> Option<Box<dyn Scheduler>> {
+    match canonical(name)? {
+        "weave" => Some(Box::new(Weave::with_config(weave.clone()))),
+        own => by_name(own, seed),
+    }
 }
 
 #[cfg(test)]

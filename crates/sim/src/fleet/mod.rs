@@ -21,6 +21,7 @@ pub use world::{FleetWorld, run, run_observed};
 
 use crate::link::LinkConfig;
 use pcdn_core::player::{JumpToCdn, VideoSpec};
+use pcdn_core::scheduler::WeaveConfig;
 use pcdn_core::time::Duration;
 
 /// One edge device.
@@ -91,6 +92,8 @@ pub struct FleetSpec {
     pub duration: Duration,
     /// How videos get onto the edges.
     pub placement: PlacementSpec,
+    /// weave's switches and constants, for the viewers weave schedules.
+    pub weave: WeaveConfig,
 }
 
 /// What one viewer saw.

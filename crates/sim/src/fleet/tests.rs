@@ -13,6 +13,7 @@ fn fleet(viewers: usize, devices: usize, holds: bool) -> FleetSpec {
     let ms = Duration::from_millis;
     let queue = QueueLimit::packets(200);
     FleetSpec {
+        weave: Default::default(),
         videos: vec![video(); 3],
         viewers: ViewerSpec {
             count: viewers,
@@ -223,6 +224,7 @@ fn a_fleet_of_one_viewer_is_the_single_viewer_world_of_the_same_links() {
         upload_limit: None,
     });
     let world = WorldSpec {
+        weave: Default::default(),
         content_length: video().total_bytes(),
         packet_size: spec.packet_size,
         task_size: None,

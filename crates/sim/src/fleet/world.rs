@@ -620,7 +620,8 @@ impl FleetWorld {
             Client::Viewer { group, .. } => group,
             Client::Fill { .. } => 0,
         };
-        let sched = scheduler::by_name(&self.schedulers[group], seed).expect("checked in FleetWorld::new");
+        let sched = scheduler::by_name_with(&self.schedulers[group], seed, &self.spec.weave)
+            .expect("checked in FleetWorld::new");
         let mut download = Download::new(config, sched).map_err(|e| FleetError::Download {
             index,
             reason: e.to_string(),

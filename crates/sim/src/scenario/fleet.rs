@@ -15,6 +15,7 @@ use crate::fleet::{DeviceSpec, FleetSpec, Outage, PlacementSpec, ViewerSpec, dra
 use crate::link::{LinkConfig, Loss, QueueLimit};
 use crate::units;
 use pcdn_core::player::{JumpToCdn, VideoSpec};
+use pcdn_core::scheduler::WeaveConfig;
 use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -81,6 +82,8 @@ pub struct FleetScenario {
     pub placements: Vec<String>,
     pub duration: Duration,
     pub reorder_buffer: u64,
+    /// weave's switches and constants, when weave is among the schedulers.
+    pub weave: WeaveConfig,
     /// The schedulers share each run, viewers split among them at random (an A/B test),
     /// instead of one run per scheduler.
     pub ab_test: bool,
@@ -193,6 +196,7 @@ impl FleetScenario {
             })
             .collect();
         FleetSpec {
+            weave: self.weave.clone(),
             videos,
             viewers: ViewerSpec {
                 count: f.viewers,
@@ -594,6 +598,7 @@ impl Ctx<'_> {
             placements: f.placement,
             duration: raw.duration,
             reorder_buffer: raw.client.reorder_buffer,
+            weave: raw.client.weave,
             ab_test: f.ab_test,
             fleet,
         })

@@ -292,6 +292,26 @@ fn unknown_keys_are_named() {
 }
 
 #[test]
+fn weave_switches_and_constants_are_read_from_the_client_table() {
+    let scenario = parse(&SMALL.replace(
+        "[client]",
+        "[client]\nweave = { tail_copies = false, pipe_gain = 1.5, hold_slack = \"100ms\" }",
+    ))
+    .unwrap();
+    let weave = &scenario.points[0].world.weave;
+    assert!(!weave.tail_copies && weave.player_copies);
+    assert_eq!(weave.pipe_gain, 1.5);
+    assert_eq!(weave.hold_slack, Duration::from_millis(100));
+    // Without the key, weave as it ships.
+    assert_eq!(parse(SMALL).unwrap().points[0].world.weave, WeaveConfig::default());
+    let e = error_of(&SMALL.replace("[client]", "[client]\nweave = { tail_copy = false }"));
+    assert!(
+        e.starts_with("scenarios/x.toml:6: client.weave.tail_copy: unknown key `tail_copy`, expected one of the keys"),
+        "{e}"
+    );
+}
+
+#[test]
 fn missing_keys_and_toml_syntax_errors() {
     let e = error_of("[[server]]\nname = \"a\"\nlink = {}\n");
     assert!(

@@ -1,0 +1,346 @@
+//! The arrival model: when the answer to a request sent now on each path comes.
+//!
+//! **Arrival clock**: a request sent now on path i is answered after the path's minimum
+//! RTT, or after the requests already queued on it, whichever is later, plus what the
+//! answers have shown this model to miss:
+//! `A_i = max(min_rtt_i, clock_i − now + 1/R̂_i) + L_i + ē_i + d̄_i`, with `clock_i` the
+//! modelled answer to the path's latest request, `R̂_i` its peak rate over the last 10
+//! round trips (the bottleneck's rate; a windowed maximum, as BBR's bandwidth filter, so
+//! an aged-out peak gives way to the best rate since), sampled from the delivery rate
+//! (Eq. 5) and from the rate each round trip's answers came at, which shows within one RTT
+//! what Eq. 5's window of answers shows seconds later,
+//! `L_i` Eq. 6's loss penalty (E − sRTT), on every answer, queued or not, but not in the
+//! clock the next request queues behind (a request behind a queue is as likely lost; a
+//! penalty chained into the clock made answers come early against the model, and the
+//! error term learnt it away: Kondo's C, 20 seeds, 0.7–0.85 fewer underflows under LIA,
+//! OLIA and BALIA; MPRD Fig. 8(a), (c), an edge losing 10 %, OFO and waiting time 22–32 %
+//! lower), and `ē_i`, `d̄_i` the smoothed error of the model
+//! against the measured answers and its mean deviation (RFC 6298 §2's SRTT and RTTVAR
+//! estimators, gain 1/4, applied to the error). A burst of requests (a task's start, a
+//! window opening) is answered over `n/R̂`, not all after one sRTT (before a peak is kept,
+//! `R̂` is Eq. 5's stand-in, a window per sRTT); the error term carries
+//! what the model cannot see (delay jitter, a queue other traffic builds), and the
+//! deviation moves a jittery path's packets later in the order, because an answer that
+//! comes late holds back everything the other paths delivered behind it, while one that
+//! comes early only waits itself.
+
+use super::{PerCall, Weave, WeaveConfig, min_of};
+use crate::estimate::{FullPipe, WindowedMax};
+use crate::path::PathId;
+use crate::scheduler::{PathView, View};
+use crate::time::{Duration, Instant};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Seconds until the answer to a request that meets no queue on path `p`: its minimum RTT
+/// plus Eq. 6's loss penalty (E − sRTT).
+pub(super) fn unqueued_answer(p: &PathView) -> f64 {
+    (p.min_rtt + penalty(p)).as_secs_f64()
+}
+
+/// Eq. 6's loss penalty on path `p` (E − sRTT), in seconds: what its losses add to an
+/// answer on average, queued or not.
+pub(super) fn loss_penalty(p: &PathView) -> f64 {
+    penalty(p).as_secs_f64()
+}
+
+fn penalty(p: &PathView) -> Duration {
+    p.expected_time.saturating_sub(p.srtt)
+}
+
+/// What `weave` keeps of one path.
+#[derive(Debug, Default)]
+pub(super) struct PathClock {
+    /// Peak delivery rate (bytes per second) over the last `peak_window_rtts` round trips.
+    pub(super) peak: WindowedMax<f64>,
+    /// Largest congestion window (packets) over the same round trips.
+    pub(super) window_peak: WindowedMax<u64>,
+    /// Modelled answer to the latest request, before the error terms.
+    pub(super) clock: Option<Instant>,
+    /// Smoothed seconds the answers came after the model's prediction (negative: before).
+    pub(super) error: f64,
+    /// Smoothed mean deviation of the answers' error from `error`.
+    pub(super) deviation: f64,
+    /// RTT the pipe cap is sized by, when measured larger than the minimum (seconds).
+    pub(super) pipe_rtt: Option<f64>,
+    /// The round trip under way.
+    pub(super) round: Option<Round>,
+    /// RTT that could size the pipe cap (`Round::pipe_rtt`), from the last complete round
+    /// trip that had one.
+    pub(super) last_round_pipe_rtt: Option<f64>,
+    /// Rate of the last complete round trip's answers (packets per second).
+    pub(super) last_round_rate: Option<f64>,
+    /// BBR's full-pipe test on the round trips' answer rates (packets per second): once
+    /// full, the path's start-up is over, for good.
+    pub(super) startup: FullPipe,
+    /// Smallest RTT sample (seconds): the queueing delay is measured above it.
+    pub(super) least_rtt: Option<f64>,
+    /// The modelled answers of the path's requests, earliest on top, with the requests'
+    /// sequence numbers; entries no longer in `Weave::predicted` are dropped when they reach
+    /// the top (`Weave::earliest_answer`).
+    pub(super) answers: BinaryHeap<Reverse<(Instant, u64)>>,
+}
+
+/// One round trip of a path's answers: it lasts its smallest RTT sample.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Round {
+    pub(super) start: Instant,
+    /// Smallest RTT sample so far (seconds).
+    pub(super) least: f64,
+    /// Smallest RTT sample so far of a request the model queued behind less than
+    /// `pipe_sample_queue` of it (seconds).
+    pub(super) least_unqueued: Option<f64>,
+    /// Sum and count of those samples.
+    pub(super) unqueued_sum: f64,
+    pub(super) unqueued_count: u32,
+    /// Answers after the first.
+    pub(super) answers: u64,
+}
+
+impl PathClock {
+    pub(super) fn new(cfg: &WeaveConfig) -> Self {
+        PathClock {
+            startup: FullPipe::new(cfg.startup_growth, cfg.startup_flat_rounds),
+            ..PathClock::default()
+        }
+    }
+
+    /// Seconds added to the model's prediction.
+    pub(super) fn shift(&self) -> f64 {
+        self.error + self.deviation
+    }
+
+    /// Folds an answer's RTT sample into the round trip it belongs to; a round trip lasts its
+    /// smallest RTT sample.
+    pub(super) fn on_rtt_sample(&mut self, now: Instant, rtt: f64, queued: f64, cfg: &WeaveConfig) {
+        // A request sent behind a queue the model expected (a task's first burst, a window
+        // opening) measures that queue, not the path: it says nothing about the pipe.
+        let unqueued = (queued <= cfg.pipe_sample_queue * rtt).then_some(rtt);
+        let fresh = Round {
+            start: now,
+            least: rtt,
+            least_unqueued: unqueued,
+            unqueued_sum: unqueued.unwrap_or(0.0),
+            unqueued_count: u32::from(unqueued.is_some()),
+            answers: 0,
+        };
+        match self.round.as_mut() {
+            Some(round) if (now - round.start).as_secs_f64() < round.least => {
+                round.least = round.least.min(rtt);
+                round.least_unqueued = min_of(round.least_unqueued, unqueued);
+                round.unqueued_sum += unqueued.unwrap_or(0.0);
+                round.unqueued_count += u32::from(unqueued.is_some());
+                round.answers += 1;
+            }
+            Some(round) => {
+                // This answer closes the round trip: it counts in it.
+                if let Some(rtt) = round.pipe_rtt(cfg.jitter_spread) {
+                    self.last_round_pipe_rtt = Some(rtt);
+                }
+                let rate = (round.answers + 1) as f64 / (now - round.start).as_secs_f64();
+                self.last_round_rate = Some(rate);
+                self.on_round_rate(rate);
+                self.round = Some(fresh);
+            }
+            None => self.round = Some(fresh),
+        }
+    }
+
+    /// Folds the error of a modelled answer into the averages (RFC 6298 §2.3's order:
+    /// the deviation against the old average first).
+    pub(super) fn on_error(&mut self, error: f64, gain: f64) {
+        self.deviation += gain * ((error - self.error).abs() - self.deviation);
+        self.error += gain * (error - self.error);
+    }
+}
+
+impl Weave {
+    /// Keeps each path's peak delivery rate over the last `peak_window_rtts` round trips, and
+    /// the pipe cap's RTT from a round measured while the path's pipe was not full.
+    pub(super) fn update_peaks(&mut self, view: &View<'_>) {
+        for p in view.paths {
+            let Some(rate) = p.delivery_rate else { continue };
+            let window = Duration::from_secs_f64(self.cfg.peak_window_rtts * p.srtt.as_secs_f64());
+            let state = self.clocks.entry(p.id).or_insert_with(|| PathClock::new(&self.cfg));
+            if let (Some(peak), Some(rtt)) = (state.peak.get(), state.last_round_pipe_rtt) {
+                if rate * self.cfg.pipe_gain < peak {
+                    state.pipe_rtt = Some(rtt);
+                }
+            }
+            // The delivery rate is measured over a window's worth of answers, seconds when the
+            // window is large and the cap holds the path to a few requests in flight; the last
+            // round trip's answers show within one RTT that the path carries more.
+            let rate = rate.max(state.last_round_rate.unwrap_or(0.0) * view.packet_size as f64);
+            // Once the peak ages out, the best rate measured since takes over, not the latest:
+            // that one may come from a window the control has just cut (BBR's ProbeRTT at 4
+            // packets for 200 ms, longer than the delivery rate's lag behind its recovery).
+            state.peak.update(view.now, rate, window);
+            state.window_peak.update(view.now, p.cwnd, window);
+        }
+    }
+
+    /// Packets per second: the peak delivery rate (the Eq. 5 estimate before one is kept), or
+    /// the rate of the last round trip's answers if higher. The delivery rate is measured over
+    /// a window of answers and lags a rising rate (a rate-based control such as Vivace ramping
+    /// up), and a clock spaced by a lagging rate predicts a queue that is not there.
+    pub(super) fn rate(state: Option<&PathClock>, view: &View<'_>, p: &PathView) -> f64 {
+        let bytes = match state.and_then(|c| c.peak.get()) {
+            Some(peak) => peak,
+            None => p.throughput(view.packet_size),
+        };
+        let answered = state.and_then(|c| c.last_round_rate).unwrap_or(0.0);
+        (bytes / view.packet_size as f64).max(answered)
+    }
+
+    /// Fills `call` for `view`: each path's rates and the seconds from now until the answer
+    /// to a request sent now on it, and the paths that may send, soonest answer first.
+    pub(super) fn per_call(&self, view: &View<'_>, call: &mut PerCall) {
+        let now = view.now.since_epoch().as_secs_f64();
+        call.at.clear();
+        call.rate.clear();
+        call.sooner.clear();
+        for p in view.paths {
+            let state = self.clocks.get(&p.id);
+            let rate = Self::rate(state, view, p);
+            let base = unqueued_answer(p);
+            let at = match state {
+                // Before a rate is kept, Eq. 5's stand-in (a window per sRTT): a burst sent
+                // at once is still answered one request after another.
+                Some(state @ PathClock { clock: Some(clock), .. }) => {
+                    // A request queued behind others is as likely lost as one that is not:
+                    // the penalty goes on either answer.
+                    let queued = clock.since_epoch().as_secs_f64() - now + 1.0 / rate;
+                    let model = base.max(queued + loss_penalty(p));
+                    // No answer comes before the minimum RTT, whatever the error says.
+                    (model + state.shift()).max(p.min_rtt.as_secs_f64())
+                }
+                // Nothing asked on the path yet: Eq. 6 as Pscheduler has it.
+                _ => p.expected_time.as_secs_f64(),
+            };
+            call.at.push(at);
+            call.rate.push(rate);
+            call.sooner.push(self.sooner_rate(state, rate, p));
+        }
+        let at = &call.at;
+        call.order.clear();
+        call.order
+            .extend((0..view.paths.len()).filter(|&j| view.paths[j].can_send));
+        call.order
+            .sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
+    }
+
+    /// The paths answering sooner than path `i`, in index order.
+    pub(super) fn sooner_than(call: &PerCall, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let at = &call.at;
+        (0..at.len()).filter(move |&j| j != i && at[j] < at[i])
+    }
+
+    /// Seconds from `now` (since the epoch) until the modelled answer to `seq` on `path`, with
+    /// that path's error terms; negative once overdue. `None` for a request the scheduler
+    /// did not make.
+    pub(super) fn modelled_answer(&self, now: f64, path: PathId, seq: u64) -> Option<f64> {
+        let predicted = self.predicted.get(&(path, seq))?;
+        Some(self.answer_in(now, path, predicted.at))
+    }
+
+    /// Seconds from `now` until an answer the model put at `at` on `path`, with that path's
+    /// error terms.
+    pub(super) fn answer_in(&self, now: f64, path: PathId, at: Instant) -> f64 {
+        let shift = self.clocks.get(&path).map_or(0.0, PathClock::shift);
+        at.since_epoch().as_secs_f64() + shift - now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+
+    #[test]
+    fn a_lossy_paths_penalty_stays_on_its_answers_once_they_come_in_time() {
+        // One 20 ms path whose losses add 10 ms to an answer on average (Eq. 6's E − sRTT),
+        // room for 4 requests: asked at once, answered 5 ms apart (a window per sRTT) from
+        // 20 ms on, as the model chains them, the penalty not among the delays it chains.
+        let mut f = Fixture::new(vec![path(0, 20, 4, 0)], 0..100);
+        f.path_mut(0).expected_time = Duration::from_millis(30);
+        let mut w = Weave::default();
+        let picks = f.run(&mut w);
+        assert_eq!(seqs_of(&picks), vec![0, 1, 2, 3]);
+        for seq in 0..4 {
+            f.now = Instant::from_nanos(20_000_000 + seq * 5_000_000);
+            f.arrive(seq, 0);
+            let event = SchedEvent::Arrived {
+                path: PathId(0),
+                seq,
+                rtt: f.now - Instant::ZERO,
+                duplicate: false,
+            };
+            w.on_event(f.now, &event);
+        }
+        // The answers came as modelled: no error to learn (a penalty among the chained delays
+        // would have been learnt away as an error of −6.8 ms).
+        let clock = &w.clocks[&PathId(0)];
+        assert!(clock.error.abs() < 1e-9 && clock.deviation.abs() < 1e-9, "{clock:?}");
+        // The next request, sent into an empty pipe, is answered after the minimum RTT plus
+        // the penalty.
+        let mut call = PerCall::default();
+        w.per_call(&f.view(), &mut call);
+        assert!((call.at[0] - 0.030).abs() < 1e-9, "{:?}", call.at);
+    }
+
+    #[test]
+    fn two_unmeasured_paths_share_their_first_windows_in_turn() {
+        // Nothing measured yet on either 80 ms path: a window of 4 per sRTT stands in for the
+        // rate, so each request lands 20 ms after the path's one before, and the paths take
+        // the head in turn. Modelled all at once, path 0 took 0-3 and path 1 4-7: path 1's
+        // answers to 4-7 waited behind path 0's, and each of path 0's second to fourth
+        // answers was overdue when path 1's first came (Kondo A: 7 copies before the first
+        // frame, which came 9 ms late).
+        let mut f = Fixture::new(vec![path(0, 80, 4, 0), path(1, 80, 4, 0)], 0..1000);
+        let picks = f.run(&mut Weave::default());
+        assert_eq!(paths_of(&picks), vec![0, 1, 0, 1, 0, 1, 0, 1]);
+        assert_eq!(seqs_of(&picks), (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn answers_faster_than_the_peak_space_the_clock() {
+        // As above, but the slow path's last round trip brought 2000 answers per second: its
+        // answers are predicted 0.5 ms apart, not 1 ms, and interleave half as far.
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 5, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        for i in 0..=100u64 {
+            w.on_event(Instant::from_nanos(i * 500_000), &answer(1, 2000 + i, 50));
+        }
+        f.now = Instant::from_nanos(50_000_000);
+        let picks = f.run(&mut w);
+        assert_eq!(paths_of(&picks), vec![1; 5]);
+        assert_eq!(seqs_of(&picks), vec![40, 41, 43, 44, 46]);
+    }
+
+    /// The slow path's first request (seq 40) is answered `rtt_ms` after it was sent; returns
+    /// the slow path's next pick.
+    fn next_pick_after_an_answer(rtt_ms: u64) -> Pick {
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 1, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        assert_eq!(seqs_of(&f.run(&mut w)), vec![40]);
+        f.now = Instant::from_nanos(rtt_ms * 1_000_000);
+        f.arrive(40, 1);
+        w.on_event(f.now, &answer(1, 40, rtt_ms));
+        w.next(&f.view()).unwrap()
+    }
+
+    #[test]
+    fn a_late_answer_moves_the_path_later_in_the_order() {
+        // On time (50 ms), the model stands: the slow path's next packet is 40 ahead again
+        // (seq 41, with 40 taken). 20 ms late, the error average takes 5 ms of it and the
+        // deviation 5 ms more: 10 ms later at 1000 packets/s, 10 packets further (seq 51).
+        assert_eq!(next_pick_after_an_answer(50).seq, 41);
+        assert_eq!(next_pick_after_an_answer(70).seq, 51);
+    }
+}

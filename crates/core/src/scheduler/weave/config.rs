@@ -1,0 +1,242 @@
+//! `WeaveConfig`: weave's switches, one per mechanism, and its tuning constants, each with
+//! its source or the measurement that chose it.
+
+use crate::time::Duration;
+
+/// Everything weave can be tuned by. `Default` is the scheduler `pcdn` ships; scenario files
+/// set any field under `[client] weave = { ... }` (docs/scenarios.md, docs/weave.md).
+///
+/// The switches turn one mechanism off each, leaving the others as they are: the arrival
+/// model and the Eq. 7 order are weave itself and have none.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WeaveConfig {
+    // ---- switches (all on by default) ----
+    /// Pipe cap: at most `pipe_gain · R̂ · rtt ÷ (1 − loss) + pipe_allowance` in flight on a path.
+    pub pipe_cap: bool,
+    /// Start-up test: the larger `startup_pipe_gain` while a lossless path's answer rate grows.
+    pub startup_test: bool,
+    /// Near the buffer's limit: a slow path leaves a packet the sooner paths would soon need.
+    pub buffer_slack: bool,
+    /// End of the queue: a path whose turn lies past the queue takes the last packet only if
+    /// it lands before the sooner paths get to it (else it takes it anyway).
+    pub tail_wait: bool,
+    /// A window cut far below its pipe counts one window per RTT in later paths' offsets.
+    pub window_cut: bool,
+    /// Copies at the task's tail and, with the buffer full, of overdue or lossy-path requests.
+    pub tail_copies: bool,
+    /// The player's next packet, overdue on its only path, asked again on a path with room.
+    pub player_copies: bool,
+    /// The first frame's packets at risk on a later path, copied on the soonest one.
+    pub first_frame_copies: bool,
+    /// Stall shaping: playback about to run dry stalls at a frame's start.
+    pub stall_shaping: bool,
+    /// The last stall is placed where the buffer it fills lasts to the end of the video.
+    pub last_stall: bool,
+    /// Shared-queue trial: a later path waiting in a sooner one's queue is left idle.
+    pub shared_trial: bool,
+
+    // ---- arrival model ----
+    /// Gain of the model's error and deviation averages: RFC 6298 §2 (1/8, 1/4); 1/4 for both
+    /// followed a jittery path closer (Pscheduler Fig. 16).
+    pub error_gain: f64,
+    /// Round trips over which the peak delivery rate is kept: BBR's bandwidth filter (Cardwell
+    /// et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016).
+    pub peak_window_rtts: f64,
+
+    // ---- pipe cap and start-up test ----
+    /// Gain over the bandwidth-delay product: BBR's 1.25 probing gain (Cardwell et al. 2016).
+    pub pipe_gain: f64,
+    /// Requests allowed in flight beyond the gain's: chosen with the cap on Pscheduler Figs.
+    /// 15-18 (OFO 22-52 kB → 0.7-3.3 kB under `weft`).
+    pub pipe_allowance: f64,
+    /// Gain while a lossless path starts up: the largest of 2, 1.75, 1.5 that cost no scenario
+    /// (at 2, Pscheduler Fig. 5's 1 MB buffer under `weft` finished 0.04 s later).
+    pub startup_pipe_gain: f64,
+    /// Growth of the round trips' answer rate that keeps the start-up going: BBR's full-pipe
+    /// test (1.25, Cardwell et al. 2016).
+    pub startup_growth: f64,
+    /// Round trips without that growth that end the start-up: BBR's full-pipe test (3).
+    pub startup_flat_rounds: u32,
+    /// Most queueing the model put ahead of a request whose RTT sizes the cap, as a share of
+    /// the RTT: Pscheduler Fig. 16 (BBR) lost 1 % aggregation at 0.1, Fig. 17 (Vivace) its OFO
+    /// at 0.3.
+    pub pipe_sample_queue: f64,
+    /// Spread of a round trip's unqueued RTT samples from which their mean sizes the cap:
+    /// Pscheduler Fig. 16 (BBR, 10 seeds, 40 ms jitter) 0.755 against 0.740; at 0.1 Fig. 17's
+    /// CUBIC OFO rose from 3.5 to 4.8 kB.
+    pub jitter_spread: f64,
+    /// Random-loss share the cap makes up for at most: set with the cap (Pscheduler Figs.
+    /// 15-18), a bound that keeps `1 ÷ (1 − loss)` finite.
+    pub max_loss: f64,
+
+    // ---- order ----
+    /// Least time to the buffer's limit, in the slow path's answer deviations: Pscheduler Fig.
+    /// 5 (BBR, 256 kB, 10 seeds) 0.914 against 0.912 without; at 16 and 32 the 512 kB buffer
+    /// lost 0.4 % and 1.1 %.
+    pub buffer_slack_deviations: f64,
+    /// A full window cut to this fraction or less of its pipe and of its own peak counts one
+    /// window per RTT: BBR's ProbeRTT holds 4 packets (Pscheduler Fig. 5, 64 kB under BBR).
+    pub window_cut_factor: u64,
+
+    // ---- copies ----
+    /// Most copies as a share of requests: 4 % keeps duplicates under 5 % waste past 3 200
+    /// requests; at 5 % Pscheduler Figs. 15-18 wasted 5.1-5.4 % for no OFO or goodput.
+    pub copy_share: f64,
+    /// Copies allowed beyond the share, for short downloads: under 1 % of requests past 3 200
+    /// (chosen with `copy_share`).
+    pub copy_allowance: u64,
+    /// Loss rate from which a path's requests are copied before they are overdue: MPRD Fig.
+    /// 7(e), 2 servers under CUBIC (a lost request held the buffer's cursor, the CDN idled).
+    pub lossy_path: f64,
+    /// Deviations past its modelled answer before a request counts as overdue: RFC 6298 §2's
+    /// K = 4 past sRTT (the model holds one); Pscheduler Fig. 5, 64 kB under BBR, 10 seeds.
+    pub overdue_deviations: f64,
+    /// Seconds ahead of the playhead's need that a barely overdue player packet is asked
+    /// again: Kondo's E, 20 seeds (stalled time 0.02 points lower under each coupled control).
+    pub player_copy_slack: f64,
+
+    // ---- stall shaping ----
+    /// Span over which the stall prediction measures the arrivals' rate and the steady
+    /// out-of-order share: Kondo's C and E under LIA, OLIA and BALIA, 20 seeds.
+    #[serde(deserialize_with = "crate::units::de::duration")]
+    pub front_window: Duration,
+    /// Least time between two samples of that rate (a bound on the samples kept: 200 a window).
+    #[serde(deserialize_with = "crate::units::de::duration")]
+    pub front_sample: Duration,
+    /// How far past the predicted stall a packet already held stays held: Kondo's C and E
+    /// under LIA, OLIA and BALIA, 20 seeds.
+    #[serde(deserialize_with = "crate::units::de::duration")]
+    pub hold_slack: Duration,
+    /// Span over which the last stall's placement measures the arrivals' rate: about one
+    /// play period between two stalls at ρ = 0.96 (Kondo's E).
+    #[serde(deserialize_with = "crate::units::de::duration")]
+    pub last_stall_window: Duration,
+    /// Least time between two samples of that rate (120 a window).
+    #[serde(deserialize_with = "crate::units::de::duration")]
+    pub last_stall_sample: Duration,
+    /// What the buffer the last stall fills keeps at the end: Kondo's E under BALIA, 20 seeds,
+    /// stalled time 3.620/3.619/3.635/3.639 % at 0.2/0.3/0.4/0.5 s, 3.686 % without.
+    #[serde(deserialize_with = "crate::units::de::duration")]
+    pub last_stall_margin: Duration,
+
+    // ---- shared-queue trial ----
+    /// Coherence of two paths' queueing delays from which they are taken to share a queue:
+    /// separate links of Pscheduler Figs. 15-18 reach 0.85; at 0.95 Fig. 5 under `weft` lost
+    /// 0.6 % aggregation.
+    pub shared_coherence: f64,
+    /// Least standard deviation of each path's queueing delay (seconds) for the coherence to
+    /// count: a queue that does not move shows nothing (1 ms, about a packet at 10 Mbit/s).
+    pub shared_queue_floor: f64,
+    /// Least ratio of minimum RTTs for a later path to be suspected: Kondo's A (two separate
+    /// links of equal RTT filled by one player) is coherent too.
+    pub shared_rtt_ratio: f64,
+    /// Length of the trial in the kept path's sRTTs: BBR's 8-phase gain cycle, the time for
+    /// its control to take the freed share (Cardwell et al. 2016).
+    pub shared_trial_rtts: f64,
+    /// Share of what both carried that the kept path must carry alone to confirm the trial
+    /// (set with the trial on Pscheduler Fig. 5).
+    pub shared_confirm: f64,
+    /// Least share of the pair's rate the later path must carry for a trial: at a download's
+    /// start a smaller share confirmed any trial (Pscheduler Fig. 5).
+    pub shared_min_share: f64,
+}
+
+impl Default for WeaveConfig {
+    fn default() -> Self {
+        WeaveConfig {
+            pipe_cap: true,
+            startup_test: true,
+            buffer_slack: true,
+            tail_wait: true,
+            window_cut: true,
+            tail_copies: true,
+            player_copies: true,
+            first_frame_copies: true,
+            stall_shaping: true,
+            last_stall: true,
+            shared_trial: true,
+            error_gain: 0.25,
+            peak_window_rtts: 10.0,
+            pipe_gain: 1.25,
+            pipe_allowance: 4.0,
+            startup_pipe_gain: 1.75,
+            startup_growth: 1.25,
+            startup_flat_rounds: 3,
+            pipe_sample_queue: 0.2,
+            jitter_spread: 0.25,
+            max_loss: 0.3,
+            buffer_slack_deviations: 4.0,
+            window_cut_factor: 4,
+            copy_share: 0.04,
+            copy_allowance: 32,
+            lossy_path: 0.01,
+            overdue_deviations: 3.0,
+            player_copy_slack: 0.02,
+            front_window: Duration::from_secs(2),
+            front_sample: Duration::from_millis(10),
+            hold_slack: Duration::from_millis(250),
+            last_stall_window: Duration::from_secs(30),
+            last_stall_sample: Duration::from_millis(250),
+            last_stall_margin: Duration::from_millis(300),
+            shared_coherence: 0.9,
+            shared_queue_floor: 1e-3,
+            shared_rtt_ratio: 2.0,
+            shared_trial_rtts: 8.0,
+            shared_confirm: 0.9,
+            shared_min_share: 0.1,
+        }
+    }
+}
+
+impl WeaveConfig {
+    /// The mechanisms' switches by name, in the order docs/weave.md lists them.
+    pub const SWITCHES: &'static [&'static str] = &[
+        "pipe_cap",
+        "startup_test",
+        "buffer_slack",
+        "tail_wait",
+        "window_cut",
+        "tail_copies",
+        "player_copies",
+        "first_frame_copies",
+        "stall_shaping",
+        "last_stall",
+        "shared_trial",
+    ];
+
+    /// The switch named `name` (one of [`WeaveConfig::SWITCHES`]); `None` if there is none.
+    pub fn switch_mut(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "pipe_cap" => &mut self.pipe_cap,
+            "startup_test" => &mut self.startup_test,
+            "buffer_slack" => &mut self.buffer_slack,
+            "tail_wait" => &mut self.tail_wait,
+            "window_cut" => &mut self.window_cut,
+            "tail_copies" => &mut self.tail_copies,
+            "player_copies" => &mut self.player_copies,
+            "first_frame_copies" => &mut self.first_frame_copies,
+            "stall_shaping" => &mut self.stall_shaping,
+            "last_stall" => &mut self.last_stall,
+            "shared_trial" => &mut self.shared_trial,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_switch_is_on_by_default_and_found_by_its_name() {
+        let mut config = WeaveConfig::default();
+        for name in WeaveConfig::SWITCHES {
+            let switch = config.switch_mut(name).unwrap_or_else(|| panic!("{name}"));
+            assert!(*switch, "{name}");
+            *switch = false;
+        }
+        assert_ne!(config, WeaveConfig::default());
+        assert!(config.switch_mut("pipe_gain").is_none());
+    }
+}

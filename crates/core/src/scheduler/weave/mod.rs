@@ -1,0 +1,380 @@
+//! `weave`, pcdn's own scheduler: paths pick packets by predicted arrival, and a task's tail
+//! goes where it completes soonest.
+//!
+//! Every path with room for a request asks: when would the answer to a request sent now on
+//! me come, and which pending packet will the in-order cursor need then? The answer to the
+//! first is the **arrival model** (`arrival`): the path's minimum RTT or the requests already
+//! queued on it at its peak rate, whichever is later, plus Pscheduler's Eq. 6 loss penalty and
+//! the model's own measured error and its deviation (RFC 6298's estimators applied to the
+//! error). The answer to the second is the **order** (`order`), Pscheduler's Eq. 7 on those
+//! clocks: the soonest path takes the head of the queue, a later one the packet the sooner
+//! paths will not have delivered by the time its answer lands (Wei et al., "QoE-Optimized
+//! MultiPath Scheduling for Video Services in Large-Scale Peer-to-Peer CDNs", IEEE JSAC
+//! 2025). A slow path whose answers vary leaves a packet near the reorder buffer's limit, and
+//! one whose turn lies past the queue's end takes the last packet only if it lands first.
+//!
+//! Around that core, mechanisms that each fix one way the model alone loses time, each with
+//! a switch in [`WeaveConfig`] (all on by default; docs/weave.md has the design and the
+//! ablation table):
+//! - the **pipe cap** and its **start-up test** (`pipe`): no more in flight than keeps the
+//!   bottleneck busy, so that no standing queue makes the answers late;
+//! - **copies** (`copies`, `player`): at the task's tail, of requests overdue or on a lossy
+//!   path once the buffer is full, of the player's next packet and of the first frame's
+//!   packets at risk, each where the copy lands before the original or its resend;
+//! - **stall shaping** (`stall`): playback about to run dry stalls at a frame's start, and
+//!   the last stall where the buffer it fills lasts to the end;
+//! - the **shared-queue trial** (`shared`): a later path that waits in a sooner one's queue
+//!   is left idle once a trial shows the sooner one carries both shares.
+//!
+//! Each module's doc says what its mechanism solves and the measurements behind it; every
+//! tuning constant is a [`WeaveConfig`] field, and the loss thresholds weave reasons with are
+//! the core's own (`crate::path::PACKET_THRESHOLD`, `TIME_THRESHOLD`).
+
+mod arrival;
+mod config;
+mod copies;
+mod order;
+mod pipe;
+mod player;
+mod shared;
+mod stall;
+#[cfg(test)]
+mod test_support;
+
+pub use config::WeaveConfig;
+
+use super::{Pick, SchedEvent, Scheduler, View};
+use crate::estimate::SharedBottleneck;
+use crate::path::PathId;
+use crate::player::Player;
+use crate::scheduler::PathView;
+use crate::time::{Duration, Instant};
+use arrival::{PathClock, Round, loss_penalty, unqueued_answer};
+use shared::Sharing;
+use stall::{ArrivalRate, Queue};
+use std::cmp::Reverse;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
+
+/// Maps keyed by path ids and sequence numbers: ours, not an attacker's, so a fast hash
+/// (`ahash`, fixed keys) rather than SipHash, which took 18 % of `pcdn bench core --scheduler
+/// weave`'s samples (1.13 → 1.70 M packets per CPU second with `ahash`). Nothing iterates them
+/// in an order that could reach a decision.
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
+type FastSet<T> = HashSet<T, BuildHasherDefault<ahash::AHasher>>;
+
+/// The one path `seq` is in flight on, if exactly one.
+fn sole_holder(view: &View<'_>, seq: u64) -> Option<PathId> {
+    let mut holders = 0;
+    let mut holder = None;
+    view.in_flight.paths_of(seq, &mut |p| {
+        holders += 1;
+        holder = Some(p);
+    });
+    holder.filter(|_| holders == 1)
+}
+
+/// The smaller of two optional values.
+fn min_of<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The scheduler: one per download. [`Weave::default`] is weave as `pcdn` ships it,
+/// [`Weave::with_config`] the same with other switches or constants.
+#[derive(Debug)]
+pub struct Weave {
+    cfg: WeaveConfig,
+    copied: FastSet<u64>,
+    requests: u64,
+    copies: u64,
+    clocks: FastMap<PathId, PathClock>,
+    /// Modelled answer of each request in flight.
+    predicted: FastMap<(PathId, u64), Prediction>,
+    /// Coherence of the paths' queueing delays.
+    queues: SharedBottleneck,
+    /// Pairs (smaller id first) taken, or on trial, to share a queue.
+    sharing: FastMap<(PathId, PathId), Sharing>,
+    /// Pairs whose trial failed.
+    separate: FastSet<(PathId, PathId)>,
+    /// When a request in flight turns overdue, after a call that picked nothing
+    /// (`Weave::next_overdue`).
+    wake: Option<Instant>,
+    /// The per-path values of the call under way (`PerCall`).
+    call: PerCall,
+    /// Unique packets arrived, and their rate over `front_window` and `last_stall_window`.
+    arrived: u64,
+    front_rate: ArrivalRate,
+    long_rate: ArrivalRate,
+    /// The in-order cursor at the first call (before any arrival).
+    first_cursor: Option<u64>,
+    /// While playing: each round trip's start and the most video out of order in it
+    /// (`steady_out_of_order`).
+    out_of_order: VecDeque<(Instant, f64)>,
+    /// The median of the complete round trips' most in `out_of_order`, kept as they change.
+    steady: Option<f64>,
+    /// The packet held back for a stall once a pick went past it, and its frame
+    /// (`Weave::stall_hold`).
+    held: Option<(u64, u64)>,
+}
+
+/// What one `next()` call reads of each path, computed once per call rather than once per
+/// use (each path's Eq. 7 offset and drain time read every sooner path's rate): the arrival
+/// clock, the path's rate, and the rate it counts at in a later path's offset; and the paths
+/// that may send, soonest first. Kept between calls so that a call allocates nothing.
+#[derive(Debug, Default)]
+pub(super) struct PerCall {
+    at: Vec<f64>,
+    rate: Vec<f64>,
+    sooner: Vec<f64>,
+    order: Vec<usize>,
+    /// Room for `Weave::steady_out_of_order`'s median.
+    scratch: Vec<f64>,
+}
+
+/// The model's answer to one request in flight.
+#[derive(Debug, Clone, Copy)]
+struct Prediction {
+    /// When the answer is modelled to come, before the error terms.
+    at: Instant,
+    /// Seconds of it the model put down to the requests queued ahead on the path.
+    queued: f64,
+    /// When the request was sent.
+    sent: Instant,
+}
+
+impl Default for Weave {
+    fn default() -> Self {
+        Weave::with_config(WeaveConfig::default())
+    }
+}
+
+impl Weave {
+    /// weave with the switches and constants of `cfg`.
+    pub fn with_config(cfg: WeaveConfig) -> Self {
+        Weave {
+            front_rate: ArrivalRate::new(cfg.front_window, cfg.front_sample),
+            long_rate: ArrivalRate::new(cfg.last_stall_window, cfg.last_stall_sample),
+            cfg,
+            copied: FastSet::default(),
+            requests: 0,
+            copies: 0,
+            clocks: FastMap::default(),
+            predicted: FastMap::default(),
+            queues: SharedBottleneck::default(),
+            sharing: FastMap::default(),
+            separate: FastSet::default(),
+            wake: None,
+            call: PerCall::default(),
+            arrived: 0,
+            first_cursor: None,
+            out_of_order: VecDeque::new(),
+            steady: None,
+            held: None,
+        }
+    }
+
+    /// The switches and constants this weave runs with.
+    pub fn config(&self) -> &WeaveConfig {
+        &self.cfg
+    }
+
+    /// What weave keeps of path `path` (kept from now on).
+    fn clock_mut(&mut self, path: PathId) -> &mut PathClock {
+        self.clocks.entry(path).or_insert_with(|| PathClock::new(&self.cfg))
+    }
+
+    /// Sends `seq` on path `p`, whose answer is predicted `arrival` seconds from now.
+    fn pick(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
+        self.requests += 1;
+        let path = p.id;
+        let state = self.clock_mut(path);
+        // The clock chains the model's predictions; the error terms are added when read, and
+        // the loss penalty too: it is what a loss adds on average to this answer, not a delay
+        // the next request waits behind.
+        let model = (arrival - state.shift()).max(0.0);
+        let model = (model - loss_penalty(p)).max(p.min_rtt.as_secs_f64());
+        let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
+        state.clock = Some(raw);
+        state.answers.push(Reverse((raw, seq)));
+        let queued = (model - unqueued_answer(p)).max(0.0);
+        self.predicted.insert(
+            (path, seq),
+            Prediction {
+                at: raw,
+                queued,
+                sent: now,
+            },
+        );
+        Some(Pick { path, seq })
+    }
+
+    /// Asks again on path `p` for `seq`, in flight elsewhere: once per packet, against the cap.
+    fn copy(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
+        self.copied.insert(seq);
+        self.copies += 1;
+        self.pick(now, p, seq, arrival)
+    }
+
+    /// The decision of one `next()` call, on the per-path values of `call`.
+    fn choose(&mut self, view: &View<'_>, call: &PerCall, queue: Queue<'_>) -> Option<Pick> {
+        let pending = queue.len();
+        let soonest = call.at.iter().copied().fold(f64::INFINITY, f64::min);
+        // Copies so far against their cap; it moves only with a pick, which ends the call.
+        let may_copy = self.copies < self.cfg.copy_allowance + (self.requests as f64 * self.cfg.copy_share) as u64;
+        // Some path with room reached the copy rules.
+        let mut could_copy = false;
+        let at_task_tail = view.reorder_limit >= view.task_end;
+        // Whether a copy before the task's tail is possible at all, once asked.
+        let mut before_tail = None;
+        let first_frame_end = view.first_frame_end();
+        // Soonest answer first: it takes the head of the queue, the others their offsets.
+        for &j in &call.order {
+            let p = &view.paths[j];
+            if !self.under_pipe_cap(view, p) || (self.cfg.shared_trial && self.shadowed(view, call, j)) {
+                continue;
+            }
+            could_copy |= may_copy;
+            if may_copy && self.cfg.player_copies {
+                if let Some(seq) = self.player_copy(view, &call.at, j) {
+                    return self.copy(view.now, p, seq, call.at[j]);
+                }
+            }
+            let k = Self::offset(call, j);
+            // Nothing of the first frame left for the soonest path to ask for: what is at
+            // risk of it. A later path's copy would land after the soonest path's, which only
+            // has to ask for what of the frame is left first (by Eq. 7, no more than the
+            // later path's offset) or wait for its window.
+            let frame_copy = first_frame_end
+                .filter(|&end| {
+                    may_copy
+                        && self.cfg.first_frame_copies
+                        && call.at[j] <= soonest
+                        && queue.nth(k).is_none_or(|seq| seq >= end)
+                })
+                .and_then(|end| self.first_frame_copy(view, call, j, end));
+            if let Some(seq) = frame_copy {
+                return self.copy(view.now, p, seq, call.at[j]);
+            }
+            if k < pending {
+                let seq = queue.nth(k)?;
+                if k > 0 && self.cfg.buffer_slack && self.near_the_buffer_limit(view, call, j, seq) {
+                    continue;
+                }
+                return self.pick(view.now, p, seq, call.at[j]);
+            }
+            if pending > 0 {
+                // The queue ends (the task's tail, or the reorder buffer's limit) before this
+                // path's turn: the last packet, if it lands before the sooner paths get to it.
+                let theirs = Self::drain_time(call, j, pending).map_or(f64::INFINITY, |d| d + soonest);
+                if !self.cfg.tail_wait || call.at[j] < theirs {
+                    let seq = queue.nth(pending - 1)?;
+                    return self.pick(view.now, p, seq, call.at[j]);
+                }
+                continue;
+            }
+            if may_copy
+                && self.cfg.tail_copies
+                && (at_task_tail || *before_tail.get_or_insert_with(|| self.may_copy_before_tail(view, call)))
+            {
+                if let Some(seq) = self.copy_candidate(view, &call.at, soonest, j, !at_task_tail) {
+                    return self.copy(view.now, p, seq, call.at[j]);
+                }
+            }
+        }
+        if could_copy {
+            self.wake = self.next_overdue(view);
+        }
+        None
+    }
+}
+
+impl Scheduler for Weave {
+    fn name(&self) -> &'static str {
+        "weave"
+    }
+
+    fn next(&mut self, view: &View<'_>) -> Option<Pick> {
+        self.wake = None;
+        self.update_peaks(view);
+        self.first_cursor.get_or_insert(view.cursor);
+        self.sample_arrivals(view.now);
+        let hold = self.stall_hold(view);
+        let mut call = std::mem::take(&mut self.call);
+        self.per_call(view, &mut call);
+        // Held only while something else is pending: the task cannot end without the packet,
+        // and the paths would idle until playback stalls.
+        let queue = Queue {
+            pending: view.pending,
+            held: hold
+                .and_then(|(seq, _)| view.pending.rank(seq))
+                .filter(|_| view.pending.len() > 1),
+        };
+        let pick = self.choose(view, &call, queue);
+        if let (Some(hold), Some(pick)) = (hold, pick) {
+            // A pick past the packet: it is held from now on, even as the prediction moves.
+            if pick.seq > hold.0 && queue.held.is_some() {
+                self.held = Some(hold);
+            }
+        }
+        self.call = call;
+        if queue.held.is_some() {
+            // The hold ends once playback stalls at it: be called then.
+            let dry = view
+                .player
+                .and_then(Player::runs_dry_at)
+                .map(|at| at + Duration::from_micros(1));
+            self.wake = min_of(self.wake, dry);
+        }
+        pick
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.wake
+    }
+
+    fn on_event(&mut self, now: Instant, event: &SchedEvent) {
+        match *event {
+            SchedEvent::Arrived {
+                path,
+                seq,
+                rtt,
+                duplicate,
+            } => {
+                self.arrived += u64::from(!duplicate);
+                self.copied.remove(&seq);
+                let state = self.clocks.entry(path).or_insert_with(|| PathClock::new(&self.cfg));
+                let predicted = self.predicted.remove(&(path, seq));
+                // A zero RTT: the answer matched no request in flight, so no sample.
+                if rtt > Duration::ZERO {
+                    let rtt = rtt.as_secs_f64();
+                    state.on_rtt_sample(now, rtt, predicted.map_or(0.0, |p| p.queued), &self.cfg);
+                    let least = state.least_rtt.map_or(rtt, |l| l.min(rtt));
+                    state.least_rtt = Some(least);
+                    self.queues.on_sample(now, path, rtt - least);
+                }
+                if let Some(predicted) = predicted {
+                    state.on_error(
+                        now.since_epoch().as_secs_f64() - predicted.at.since_epoch().as_secs_f64(),
+                        self.cfg.error_gain,
+                    );
+                }
+                self.earliest_answer(path);
+            }
+            SchedEvent::Lost { path, seq } => {
+                self.predicted.remove(&(path, seq));
+                self.earliest_answer(path);
+            }
+            SchedEvent::PathRemoved(path) => {
+                self.clocks.remove(&path);
+                self.queues.remove(path);
+                self.sharing.retain(|&(a, b), _| a != path && b != path);
+                self.separate.retain(|&(a, b)| a != path && b != path);
+                self.predicted.retain(|&(p, _), _| p != path);
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The order: Pscheduler's Eq. 7 on the arrival clocks, the buffer's limit and the end of the queue.
+//!
+//! **Order** (Pscheduler's Eq. 7 on those clocks): a path with room takes the pending
+//! packet whose turn comes when its own request would land — the packets the paths
+//! answering sooner deliver meanwhile are skipped for them:
+//! `offset_i = Σ_{A_j < A_i} (A_i − A_j) · R̂_j / size`. The soonest path (offset 0) takes
+//! the head of the queue, lost packets first. A sooner path whose control has cut its full
+//! window to a quarter or less of its pipe and of its own recent peak (BBR's ProbeRTT
+//! holds 4 packets for 200 ms) counts `cwnd_j / min_rtt_j` instead of `R̂_j`: its peak
+//! lasts 10 round trips, and the later paths would wait for packets it cannot carry.
+//!
+//! **Near the buffer's limit**: a slower path does not take a packet the sooner paths
+//! would reach the reorder buffer's limit from within 4 deviations of its answers: if it
+//! came that late, it would hold the cursor while they stall at the limit (Pscheduler
+//! Fig. 5's 256 kB buffer under BBR, a shared bottleneck whose queue the far path's
+//! packets wait in). Before a path's first answer its deviation is taken as half its RTT
+//! (RFC 6298 §2.2's first RTTVAR).
+//!
+//! **End of the queue, with packets left to ask for**: when a path's offset runs past the
+//! queue (the task's tail, or the reorder buffer's limit), the sooner paths will drain it
+//! by themselves in `pending / Σ R̂_sooner`. The path takes the last pending packet only if
+//! its request lands before they would get to it (the reasoning of ECF, Lim et al. 2017,
+//! and BLEST, Ferlin et al. 2016); otherwise it waits, rather than become the packet
+//! everything else waits for.
+
+use super::{PathClock, PerCall, Weave};
+use crate::scheduler::{PathView, View};
+
+impl Weave {
+    /// Packets per second path `p`, delivering `rate`, delivers while a later path's answer
+    /// is on its way: its rate, or, when its control has cut a full window to a `window_cut_factor`th
+    /// or less of its pipe and of its own peak over the last round trips, one window per
+    /// minimum RTT. A window held at 4 packets for 200 ms by BBR's ProbeRTT, or at 1 after an
+    /// RTO, keeps the rate measured before it for 10 round trips, and the later paths would
+    /// wait for packets it cannot carry (Pscheduler Fig. 5, 64 kB under BBR). A window small
+    /// all along (a coupled control on a lossy path) is its rate already.
+    pub(super) fn sooner_rate(&self, state: Option<&PathClock>, rate: f64, p: &PathView) -> f64 {
+        let min_rtt = p.min_rtt.as_secs_f64();
+        let window = p.cwnd as f64;
+        let window_peak = state.and_then(|c| c.window_peak.get()).unwrap_or(0);
+        let factor = self.cfg.window_cut_factor;
+        let cut = self.cfg.window_cut
+            && p.room() == 0
+            && factor as f64 * window < rate * min_rtt
+            && p.cwnd * factor <= window_peak;
+        if cut && min_rtt > 0.0 { window / min_rtt } else { rate }
+    }
+
+    /// Eq. 7 on arrival clocks: packets the paths answering sooner deliver first.
+    pub(super) fn offset(call: &PerCall, i: usize) -> u64 {
+        let at = &call.at;
+        let packets: f64 = Self::sooner_than(call, i)
+            .map(|j| (at[i] - at[j]) * call.sooner[j])
+            .sum();
+        // The clocks pass through nanoseconds: a whole number of packets must not floor to one less.
+        (packets + 1e-6).floor() as u64
+    }
+
+    /// Seconds until the paths answering sooner than `i` have drained `pending` packets.
+    pub(super) fn drain_time(call: &PerCall, i: usize, pending: u64) -> Option<f64> {
+        let rate: f64 = Self::sooner_than(call, i).map(|j| call.sooner[j]).sum();
+        (rate > 0.0).then(|| pending as f64 / rate)
+    }
+
+    /// Path `i`'s pick `seq` lies so near the reorder buffer's limit that the sooner paths
+    /// would reach the limit within `buffer_slack_deviations` of `i`'s answer deviations: an
+    /// answer that late holds the cursor while they stall at the limit. Only where the buffer,
+    /// not the task, ends the queue (at a task's tail, the end of the queue rule decides).
+    pub(super) fn near_the_buffer_limit(&self, view: &View<'_>, call: &PerCall, i: usize, seq: u64) -> bool {
+        if view.reorder_limit >= view.task_end {
+            return false;
+        }
+        let p = &view.paths[i];
+        let mut deviation = self.clocks.get(&p.id).map_or(0.0, |c| c.deviation);
+        if p.delivered == 0 {
+            // Nothing answered yet, so nothing measured of how the answers vary: RFC 6298
+            // §2.2's first RTTVAR, half the RTT. A path's first window is also the burst most
+            // likely lost whole (MPRD Fig. 8(a), 64 KB: the 10 %-loss edge's first ten
+            // requests at offset 20 of a 46-packet buffer held the CDN at the limit).
+            deviation = deviation.max(p.srtt.as_secs_f64() / 2.0);
+        }
+        Self::drain_time(call, i, view.reorder_limit.saturating_sub(seq))
+            .is_some_and(|slack| slack < self.cfg.buffer_slack_deviations * deviation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+
+    #[test]
+    fn the_fast_path_takes_the_head_and_the_slow_path_its_offset() {
+        // 10 ms and 50 ms paths; the fast one delivers 10 packets per... cwnd 10 / 10 ms.
+        let mut f = Fixture::new(vec![path(0, 10, 10, 0), path(1, 50, 10, 0)], 0..1000);
+        let mut w = Weave::default();
+        let first = w.next(&f.view()).unwrap();
+        assert_eq!(
+            first,
+            Pick {
+                path: PathId(0),
+                seq: 0
+            }
+        );
+        f.apply(first);
+        f.path_mut(0).can_send = false;
+        let second = w.next(&f.view()).unwrap();
+        // The fast path's next request would land at 11 ms, one packet time after packet 0:
+        // offset = (50 − 11) ms · 1000 packets/s = 39 packets past packet 0.
+        assert_eq!(
+            second,
+            Pick {
+                path: PathId(1),
+                seq: 40
+            }
+        );
+    }
+
+    #[test]
+    fn a_burst_on_the_slow_path_interleaves_with_the_fast_one() {
+        // The fast path's window is full; the slow one opens 5 requests at once. Their answers
+        // come 1 ms apart (1000 packets/s), so each skips one more packet for the fast path
+        // than the one before: 40, 42, 44... With one sRTT for all five they would take
+        // 40, 41, 42, 43, 44, and the fast path's packets would arrive behind them.
+        let mut f = Fixture::new(
+            vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 5, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        let picks = f.run(&mut w);
+        assert_eq!(paths_of(&picks), vec![1; 5]);
+        assert_eq!(seqs_of(&picks), vec![40, 42, 44, 46, 48]);
+    }
+
+    #[test]
+    fn a_slow_path_leaves_a_packet_near_the_buffers_limit_when_its_answers_vary_more_than_the_slack() {
+        // The reorder buffer ends the queue at 50 (the task runs to 1000). The fast path's
+        // window is full; the slow one's turn is packet 40, which the fast path (1000
+        // packets/s) passes 10 ms before it reaches the limit. Answers varying by 1 ms (4 ms
+        // for 4 deviations): it takes it; by 5 ms (20 ms): it waits.
+        for (deviation, expected) in [(0.001, Some(40)), (0.005, None)] {
+            let mut f = Fixture::new(vec![measured(path(0, 10, 10, 10)), measured(path(1, 50, 5, 0))], 0..50);
+            f.task_end = 1000;
+            let mut w = Weave::default();
+            w.clock_mut(PathId(1)).deviation = deviation;
+            let pick = w.next(&f.view());
+            assert_eq!(pick.map(|p| p.seq), expected, "deviation {deviation}");
+        }
+    }
+
+    #[test]
+    fn a_path_not_answered_yet_leaves_a_packet_near_the_buffers_limit() {
+        // As above, with answers that do not vary: the slow path takes packet 40, 10 ms
+        // before the fast path reaches the limit, once it has delivered; before its first
+        // answer its deviation is half its 50 ms RTT (100 ms for 4 deviations): it waits.
+        for (delivered, expected) in [(1000, Some(40)), (0, None)] {
+            let mut slow = measured(path(1, 50, 5, 0));
+            slow.delivered = delivered;
+            let mut f = Fixture::new(vec![measured(path(0, 10, 10, 10)), slow], 0..50);
+            f.task_end = 1000;
+            let pick = Weave::default().next(&f.view());
+            assert_eq!(pick.map(|p| p.seq), expected, "delivered {delivered}");
+        }
+    }
+
+    #[test]
+    fn a_window_cut_far_below_its_pipe_counts_one_window_per_rtt() {
+        // The 20 ms path delivers 1000 packets/s, a pipe of 20; the 60 ms path's request lands
+        // 40 ms later, when the 20 ms path has delivered 40 more: it takes packet 40. With the
+        // 20 ms path's full window cut from 40 to 4 (BBR's ProbeRTT), that path delivers 4
+        // per 20 ms, 8 in the 40 ms, and the 60 ms path takes packet 8. A window of 4 all
+        // along is the path's rate already, and the measured rate stands.
+        let slow_pick = |windows: &[u64]| {
+            let mut f = Fixture::new(
+                vec![measured(path(0, 20, 40, 40)), measured(path(1, 60, 5, 0))],
+                0..1000,
+            );
+            let mut w = Weave::default();
+            f.path_mut(1).can_send = false;
+            for &cwnd in windows {
+                f.path_mut(0).cwnd = cwnd;
+                assert_eq!(w.next(&f.view()), None);
+            }
+            f.path_mut(1).can_send = true;
+            w.next(&f.view()).map(|p| (p.path, p.seq))
+        };
+        assert_eq!(slow_pick(&[40]), Some((PathId(1), 40)));
+        assert_eq!(slow_pick(&[40, 4]), Some((PathId(1), 8)));
+        assert_eq!(slow_pick(&[4]), Some((PathId(1), 40)));
+    }
+
+    #[test]
+    fn a_slow_path_waits_at_the_tail_when_the_fast_one_finishes_sooner() {
+        // 3 packets left; the fast path drains them in 3 ms, the slow path needs 50 ms.
+        let mut f = Fixture::new(vec![path(0, 10, 10, 10), path(1, 50, 10, 0)], 0..3);
+        f.path_mut(0).can_send = false;
+        let mut w = Weave::default();
+        assert_eq!(w.next(&f.view()), None);
+    }
+
+    #[test]
+    fn a_pending_packets_rank_counts_the_holes_first() {
+        let holes = [3, 7].into_iter().collect();
+        let pending = Pending {
+            holes: &holes,
+            next_new: 10,
+            new_end: 20,
+        };
+        assert_eq!(pending.rank(7), Some(1));
+        assert_eq!(pending.rank(12), Some(4));
+        assert_eq!(pending.nth(4), Some(12));
+        assert_eq!(pending.rank(5), None);
+        assert_eq!(pending.rank(20), None);
+    }
+}

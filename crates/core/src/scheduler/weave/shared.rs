@@ -1,0 +1,175 @@
+//! The shared-queue trial: a later path that waits in a sooner one's queue is left idle.
+//!
+//! **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
+//! sooner one, and whose queueing delay moves with that path's at the same scale
+//! (coherence ≥ 0.9, `estimate::shared`) while the sooner path's peak covers what both
+//! carry, waits in the same queue: it adds no rate, only packets that arrive out of order.
+//! Once it carries a tenth of the pair's rate or more (enough to measure), it is left idle
+//! for a trial of 8 of the sooner path's RTTs; if the sooner path then carries 90 % of
+//! what both carried, the later one stays idle while the sooner answers sooner (it takes
+//! over if the sooner fails or falls behind); otherwise the pair is not suspected again
+//! (two separate links the same requests fill at once, which the coherence alone cannot
+//! tell apart).
+
+use super::{PerCall, Weave};
+use crate::path::PathId;
+use crate::scheduler::{PathView, View};
+use crate::time::Instant;
+
+/// Two paths found to wait in one queue: the sooner is kept, the other left idle.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Sharing {
+    /// Since `since`; the kept path must then carry `needed` packets per second (a share of
+    /// what both carried).
+    Trial {
+        keep: PathId,
+        since: Instant,
+        needed: f64,
+    },
+    Confirmed {
+        keep: PathId,
+    },
+}
+
+impl Weave {
+    /// Path `i` waits in the queue of a path kept in its place (see the module's doc).
+    pub(super) fn shadowed(&mut self, view: &View<'_>, call: &PerCall, i: usize) -> bool {
+        let at = &call.at;
+        let me = &view.paths[i];
+        let answered = |p: &PathView| self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
+        for (j, kept) in view.paths.iter().enumerate() {
+            let pair = (me.id.min(kept.id), me.id.max(kept.id));
+            if j == i || self.separate.contains(&pair) {
+                continue;
+            }
+            match self.sharing.get(&pair).copied() {
+                Some(Sharing::Confirmed { keep }) => {
+                    // Only while the kept path answers sooner: it may fail or fall behind.
+                    if keep == kept.id && at[j] <= at[i] {
+                        return true;
+                    }
+                }
+                Some(Sharing::Trial { keep, since, needed }) if keep == kept.id => {
+                    let trial = self.cfg.shared_trial_rtts * kept.srtt.as_secs_f64();
+                    if (view.now - since).as_secs_f64() < trial {
+                        return true;
+                    }
+                    if answered(kept) >= needed {
+                        self.sharing.insert(pair, Sharing::Confirmed { keep });
+                        return true;
+                    }
+                    self.sharing.remove(&pair);
+                    self.separate.insert(pair);
+                }
+                Some(Sharing::Trial { .. }) => {}
+                None => {
+                    let later = at[j] <= at[i]
+                        && me.min_rtt.as_secs_f64() >= self.cfg.shared_rtt_ratio * kept.min_rtt.as_secs_f64();
+                    // Evaluated last: most pairs fail a cheaper test first.
+                    let coherent = || {
+                        self.queues
+                            .coherence(me.id, kept.id)
+                            .is_some_and(|c| c >= self.cfg.shared_coherence)
+                            && self
+                                .queues
+                                .deviations(me.id, kept.id)
+                                .is_some_and(|(a, b)| a.min(b) >= self.cfg.shared_queue_floor)
+                    };
+                    // The two carry no more than the kept path has carried alone (half of
+                    // this path's rate is the margin), this path carries enough of it for the
+                    // trial to measure, and there is work to carry.
+                    let (mine, theirs) = (answered(me), answered(kept));
+                    let no_gain = theirs + 0.5 * mine <= call.rate[j];
+                    let measurable = theirs > 0.0 && mine > 0.0 && mine >= self.cfg.shared_min_share * (mine + theirs);
+                    if later && no_gain && measurable && !view.pending.is_empty() && coherent() {
+                        self.sharing.insert(
+                            pair,
+                            Sharing::Trial {
+                                keep: kept.id,
+                                since: view.now,
+                                needed: self.cfg.shared_confirm * (mine + theirs),
+                            },
+                        );
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+
+    /// A 10 ms path (full window, 1500 packets/s peak) and a 30 ms one, answered for 400 ms:
+    /// the fast one at 1000 packets/s, the slow one at 200, their RTTs `fast_queue(bin)` and
+    /// `slow_queue(bin)` ms above their minimum in each 10 ms bin. Then, for 100 ms, the fast
+    /// path alone at `trial_rate`. Returns the picks the slow path makes at 400 ms (the start
+    /// of the trial, if any) and at 500 ms (after it).
+    fn slow_path_picks_beside_a_queue(
+        fast_queue: impl Fn(u64) -> f64,
+        slow_queue: impl Fn(u64) -> f64,
+        trial_rate: f64,
+    ) -> (Option<Pick>, Option<Pick>) {
+        let mut fast = path(0, 10, 10, 10);
+        fast.delivery_rate = Some(1_500_000.0);
+        let mut f = Fixture::new(vec![fast, measured(path(1, 30, 10, 0))], 0..1000);
+        let mut w = Weave::default();
+        w.update_peaks(&f.view());
+        let mut answers: Vec<(u64, u32, f64)> = Vec::new();
+        for us in (0..400_000).step_by(1000) {
+            answers.push((us, 0, 10.0 + fast_queue(us / 10_000)));
+        }
+        for us in (0..400_000).step_by(5000) {
+            answers.push((us + 500, 1, 30.0 + slow_queue(us / 10_000)));
+        }
+        for us in (400_000..500_000).step_by((1e6 / trial_rate) as usize) {
+            answers.push((us, 0, 10.0));
+        }
+        answers.sort_by_key(|a| a.0);
+        let mut picks = Vec::new();
+        for (seq, (us, p, rtt_ms)) in (5000..).zip(answers) {
+            if us >= 400_000 && picks.is_empty() {
+                f.now = Instant::from_nanos(400_000_000);
+                picks.push(w.next(&f.view()));
+            }
+            let rtt = Duration::from_secs_f64(rtt_ms / 1e3);
+            w.on_event(
+                Instant::from_nanos(us * 1000),
+                &SchedEvent::Arrived {
+                    path: PathId(p),
+                    seq,
+                    rtt,
+                    duplicate: false,
+                },
+            );
+        }
+        f.now = Instant::from_nanos(500_000_000);
+        picks.push(w.next(&f.view()));
+        (picks[0], picks[1])
+    }
+
+    /// A queueing delay that moves 0-4 ms in a 50 ms cycle.
+    fn saw(bin: u64) -> f64 {
+        (bin % 5) as f64
+    }
+
+    #[test]
+    fn a_slower_path_in_the_same_queue_is_left_idle_once_the_sooner_one_carries_its_share() {
+        // One queue: the slow path waits while the fast path is on trial, and after it, as the
+        // fast path then carried 1200 answers a second (the 1200 both carried before).
+        let (at_start, after) = slow_path_picks_beside_a_queue(saw, saw, 1200.0);
+        assert_eq!(at_start, None);
+        assert_eq!(after, None);
+        // The fast path could not take the slow one's share: they are not one bottleneck.
+        let (at_start, after) = slow_path_picks_beside_a_queue(saw, saw, 800.0);
+        assert_eq!(at_start, None);
+        assert_eq!(after.map(|p| p.path), Some(PathId(1)));
+        // Separate queues (the slow one's moves on another rhythm): no trial at all.
+        let (at_start, _) = slow_path_picks_beside_a_queue(saw, |bin| ((bin * 7) % 3) as f64, 1200.0);
+        assert_eq!(at_start.map(|p| p.path), Some(PathId(1)));
+    }
+}
