@@ -30,7 +30,7 @@
 //! ~330 answers of the player scenario's 30 ms edge before its frame is asked for). Every
 //! packet of the frame counts at the frame's time, and a lost one there costs the holder's
 //! loss detection and a resend; a copy costs the copier one packet time past the frame.
-//! XLINK (seed 004) re-injects the whole first frame; copying what a lossless path of equal
+//! XLINK (Zheng et al., ACM SIGCOMM 2021) re-injects the whole first frame; copying what a lossless path of equal
 //! RTT holds only wastes (Kondo's A: 0.06 s later completion). Which packet first: an
 //! overdue original, the lowest (the likeliest lost; its loss shows only once later
 //! answers pass it), then the latest modelled answer, the packet the frame would wait for
