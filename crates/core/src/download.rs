@@ -23,7 +23,7 @@
 
 use crate::cc::Controller;
 use crate::manifest::{Manifest, ManifestError};
-use crate::path::{Path, PathId, PathState, PathStats, ServerInfo};
+use crate::path::{Path, PathId, PathState, PathStats, ReorderConfig, ServerInfo};
 use crate::player::{Player, PlayerConfig, SpecError};
 use crate::scheduler::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
 use crate::stats::{Stats, TaskStats};
@@ -55,6 +55,9 @@ pub struct DownloadConfig {
     pub reorder_buffer: u64,
     /// A request unanswered after this many later requests on its path were answered is lost.
     pub reorder_threshold: u64,
+    /// The time threshold's reordering window, adapting to the reordering each path shows
+    /// (RFC 8985 §6.2).
+    pub reordering: ReorderConfig,
     /// A path with this many retransmission timeouts in a row, no data between, has failed.
     pub max_consecutive_timeouts: u32,
     /// HELLO attempts before a path that never answers has failed.
@@ -99,6 +102,7 @@ impl DownloadConfig {
             tasks: Vec::new(),
             reorder_buffer: 4_000_000,
             reorder_threshold: crate::path::PACKET_THRESHOLD,
+            reordering: ReorderConfig::default(),
             max_consecutive_timeouts: 6,
             handshake_attempts: 5,
             min_rto: Duration::from_millis(200),
@@ -463,7 +467,8 @@ impl Download {
             origin: server.origin,
             ..PathStats::default()
         });
-        let mut path = Path::new(id, server, conn_id, cc, now, self.config.min_rto, self.packet_size);
+        let mut path = Path::new(id, server, conn_id, cc, now, self.config.min_rto, self.packet_size)
+            .with_loss_detection(self.config.reorder_threshold, self.config.reordering.clone());
         path.pacing_slack = self.config.pacing_slack;
         self.paths.push(path);
         if let Some(flows) = self.subflows.as_deref_mut() {
@@ -739,7 +744,7 @@ impl Download {
         }
         let pn = self.take_in_flight(index, seq);
         let ps = &mut self.stats.paths[path_id.0 as usize];
-        let rtt = self.paths[index].on_data(ps, now, pn, bytes);
+        let rtt = self.paths[index].on_data(ps, now, seq, pn, bytes);
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes;
         let slot_index = self.slot_index(seq);
@@ -792,7 +797,7 @@ impl Download {
     fn detect_losses_on(&mut self, now: Instant, index: usize) {
         let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
         let mut lost = std::mem::take(&mut self.lost_scratch);
-        self.paths[index].detect_losses(ps, now, self.config.reorder_threshold, &mut lost);
+        self.paths[index].detect_losses(ps, now, &mut lost);
         self.requeue_lost(now, index, &mut lost);
         self.lost_scratch = lost;
     }
@@ -1063,7 +1068,7 @@ impl Download {
                     let id = self.paths[index].id;
                     let ps = &mut self.stats.paths[id.0 as usize];
                     let mut lost = std::mem::take(&mut self.lost_scratch);
-                    self.paths[index].detect_losses(ps, now, self.config.reorder_threshold, &mut lost);
+                    self.paths[index].detect_losses(ps, now, &mut lost);
                     let fired = self.paths[index].on_rto(ps, now, &mut lost);
                     self.requeue_lost(now, index, &mut lost);
                     self.lost_scratch = lost;

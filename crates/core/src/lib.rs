@@ -19,7 +19,7 @@ pub mod units;
 pub use download::{Download, DownloadConfig, Event, PathError, Transmit, Transport};
 pub use ed25519_dalek;
 pub use manifest::{Manifest, ManifestBuilder, ManifestError, SignedManifest};
-pub use path::{PathId, PathStats, ServerInfo};
+pub use path::{LossThresholds, PathId, PathStats, ReorderConfig, ServerInfo};
 pub use pcdn_wire as wire;
 pub use server::{ContentInfo, ContentSource, ServerConfig, ServerSession, ServerStats, ServerTransmit};
 pub use stats::Stats;

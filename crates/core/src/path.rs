@@ -7,17 +7,23 @@ use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
+mod reorder;
+
+use reorder::Reordering;
+pub use reorder::{LossThresholds, ReorderConfig};
+
 /// A path's handle, unique within one download (never reused).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct PathId(pub u32);
 
 /// RFC 9002 §6.1.1's packet threshold (kPacketThreshold): a request is lost once this many
-/// requests sent after it were answered. The download's default `reorder_threshold`, and
-/// what schedulers reason with about when a loss shows.
+/// requests sent after it were answered, until the path reorders (`PathView::loss_thresholds`
+/// has the path's current thresholds). The download's default `reorder_threshold`.
 pub const PACKET_THRESHOLD: u64 = 3;
 
 /// RFC 9002 §6.1.2's time threshold (kTimeThreshold = 9/8) as (numerator, denominator): a
-/// request is lost once out this share of `max(sRTT, latest RTT)` after a later one was answered.
+/// request is lost once out this share of `max(sRTT, latest RTT)` after a later one was
+/// answered, until the path reorders (then RFC 8985's window, `PathView::loss_thresholds`).
 pub const TIME_THRESHOLD: (u32, u32) = (9, 8);
 
 impl std::fmt::Display for PathId {
@@ -195,6 +201,10 @@ pub struct PathStats {
     pub duplicates: u64,
     /// Requests declared lost (by reordering or timeout).
     pub losses: u64,
+    /// Requests declared lost by the thresholds whose answer came anyway (spurious
+    /// declarations, RFC 8985 §6.2's DSACK signal).
+    #[serde(skip_serializing_if = "crate::stats::is_zero")]
+    pub spurious_losses: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
     /// Final smoothed RTT in microseconds.
@@ -265,6 +275,10 @@ pub(crate) struct Path {
     /// When the oldest request in flight was sent: kept current by every change to the
     /// ledger's front, as the download asks for the RTO deadline after every event.
     oldest_sent: Option<Instant>,
+    /// RFC 9002 §6.1.1's packet threshold (`DownloadConfig::reorder_threshold`).
+    packet_threshold: u64,
+    /// The reordering window of the time threshold (RFC 8985 §6.2).
+    reorder: Reordering,
 }
 
 impl Path {
@@ -279,6 +293,8 @@ impl Path {
     ) -> Path {
         Path {
             packet_size,
+            packet_threshold: PACKET_THRESHOLD,
+            reorder: Reordering::new(ReorderConfig::default()),
             cwnd: 1,
             id,
             info,
@@ -316,6 +332,15 @@ impl Path {
             oldest_sent: None,
         }
         .with_current_estimates()
+    }
+
+    /// The path with RFC 9002 §6.1.1's packet threshold `packet_threshold` (3 by default)
+    /// and the reordering window's settings.
+    pub fn with_loss_detection(mut self, packet_threshold: u64, reorder: ReorderConfig) -> Path {
+        self.packet_threshold = packet_threshold;
+        self.reorder = Reordering::new(reorder);
+        self.invalidate_view();
+        self
     }
 
     fn with_current_estimates(mut self) -> Path {
@@ -425,6 +450,7 @@ impl Path {
             loss_rate,
             delivery_rate: self.rate.rate(),
             expected_time: expected_transmission_time(srtt, rto, loss_rate),
+            loss_thresholds: self.loss_thresholds(),
             cwnd: self.cwnd_packets(),
             in_flight: self.in_flight_count(),
             can_send: false,
@@ -501,13 +527,26 @@ impl Path {
 
     /// Data arrived, answering the request in flight `pn` if any (the download took it off its
     /// records). Returns the RTT sample when it answers one.
-    pub fn on_data(&mut self, ps: &mut PathStats, now: Instant, pn: Option<u64>, bytes: u64) -> Option<Duration> {
+    pub fn on_data(
+        &mut self,
+        ps: &mut PathStats,
+        now: Instant,
+        seq: u64,
+        pn: Option<u64>,
+        bytes: u64,
+    ) -> Option<Duration> {
         ps.packets += 1;
         ps.bytes += bytes;
         if self.consecutive_timeouts > 0 {
             // The path answered: timeout recovery ends (and its window with it).
             self.consecutive_timeouts = 0;
             self.view_dirty = true;
+        }
+        let asked_at = pn.and_then(|pn| self.entry_mut(pn)).map(|e| e.sent);
+        let spurious = self.reorder.on_data(seq, asked_at, now, self.rtt.min(), self.next_pn);
+        if spurious {
+            ps.spurious_losses += 1;
+            self.invalidate_view();
         }
         let pn = pn?;
         self.in_flight -= 1;
@@ -516,9 +555,15 @@ impl Path {
         self.entry_mut(pn)?.done = true;
         self.last_answered = Some(entry.seq);
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
+        if self.reorder.on_answer(pn, self.largest_answered) {
+            self.view_stale = true;
+        }
         self.largest_answered = Some(self.largest_answered.map_or(pn, |l| l.max(pn)));
         let rtt = now - entry.sent;
-        self.rtt.update(rtt);
+        if !spurious {
+            // A late answer to the request declared lost is no sample of the new one (Karn).
+            self.rtt.update(rtt);
+        }
         self.invalidate_view();
         ps.srtt_us = self.rtt.smoothed().as_micros() as u64;
         self.delivered_bytes += bytes;
@@ -585,46 +630,6 @@ impl Path {
             self.refresh_cwnd();
         }
         Some(entry.seq)
-    }
-
-    /// Loss detection on an answer or on the loss timer (RFC 9002 §6.1): a request still
-    /// unanswered when one sent later was answered is lost once `threshold` requests sent
-    /// after it were answered (§6.1.1, counted in requests), or once it has been out
-    /// `9/8 · max(sRTT, latest RTT)` (§6.1.2's time threshold, 1 ms at least). Without the
-    /// time threshold a loss among a task's last requests, with too few sent after it to
-    /// reach the packet threshold, waited for the RTO, and the timeout then collapsed the
-    /// window too.
-    pub fn detect_losses(&mut self, ps: &mut PathStats, now: Instant, threshold: u64, lost: &mut Vec<u64>) {
-        let Some(largest) = self.largest_answered else { return };
-        if self.base_pn >= largest {
-            // Nothing sent before the largest answered is unsettled (the usual case): the
-            // ledger is trimmed after every change, so its front is the oldest in flight.
-            return;
-        }
-        let delay = self.loss_delay();
-        let mut pn = self.base_pn;
-        while pn < largest {
-            let Some(entry) = self.entry_mut(pn) else { break };
-            let (done, sent) = (entry.done, entry.sent);
-            // Requests go out in pn order: once one is neither old enough nor far enough
-            // behind, the later ones are not either.
-            if !done && pn + threshold > largest && sent + delay > now {
-                break;
-            }
-            if let Some(seq) = self.settle_lost(ps, now, pn, false, true) {
-                lost.push(seq);
-            }
-            pn += 1;
-        }
-        self.trim();
-    }
-
-    /// RFC 9002 §6.1.2: `kTimeThreshold · max(smoothed_rtt, latest_rtt)`, at least
-    /// `kGranularity`.
-    fn loss_delay(&self) -> Duration {
-        let rtt = self.rtt.smoothed().max(self.rtt.latest());
-        let (num, den) = TIME_THRESHOLD;
-        (rtt * num / den).max(Duration::from_millis(1))
     }
 
     /// When the time threshold declares the oldest request in flight lost, if a request sent
@@ -765,3 +770,6 @@ impl Path {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

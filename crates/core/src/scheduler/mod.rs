@@ -68,6 +68,8 @@ pub struct PathView {
     pub can_send: bool,
     /// Data packets this path has delivered so far.
     pub delivered: u64,
+    /// When the path declares a request lost, and whether it has seen reordering.
+    pub loss_thresholds: crate::path::LossThresholds,
 }
 
 impl PathView {

@@ -25,6 +25,12 @@ pub(crate) fn path(id: u32, srtt_ms: u64, cwnd: u64, in_flight: u64) -> PathView
         in_flight,
         can_send: in_flight < cwnd,
         delivered: 0,
+        loss_thresholds: crate::path::LossThresholds {
+            packets: Some(3),
+            time: srtt * 9 / 8,
+            reorder_window: srtt / 8,
+            reordering: false,
+        },
     }
 }
 

@@ -210,7 +210,11 @@ impl Weave {
             .get(&path)
             .and_then(|c| c.clock)
             .is_some_and(|c| c > predicted.at);
-        let found_after = if sent_after {
+        let thresholds = &holder.loss_thresholds;
+        let found_after = if sent_after && thresholds.reordering {
+            // The path reorders: its reordering window (RFC 8985 §6.2), not RFC 9002's eighth.
+            (holder.srtt + thresholds.reorder_window).as_secs_f64()
+        } else if sent_after {
             holder.srtt.as_secs_f64() * f64::from(TIME_THRESHOLD.0) / f64::from(TIME_THRESHOLD.1)
         } else {
             holder.rto.as_secs_f64()

@@ -1,0 +1,151 @@
+//! A path's loss detection against answers that overtake each other, with and without loss.
+
+use super::*;
+use crate::cc::{ControllerFactory, NewRenoConfig};
+use std::collections::HashMap;
+
+const PACKET: u64 = 1400;
+
+fn path(reorder: ReorderConfig) -> Path {
+    let cc = NewRenoConfig::default().build(Instant::ZERO, PACKET);
+    let mut path = Path::new(
+        PathId(0),
+        ServerInfo::default(),
+        1,
+        cc,
+        Instant::ZERO,
+        Duration::from_millis(200),
+        PACKET,
+    )
+    .with_loss_detection(3, reorder);
+    path.state = PathState::Established { token: vec![1] };
+    path
+}
+
+/// Normal deviates (Box-Muller over a xorshift generator): the test needs no crate.
+struct Normal(u64);
+
+impl Normal {
+    fn uniform(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn sample(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+/// What a run of `run` saw.
+struct Outcome {
+    /// Spurious declarations among the requests of the second half.
+    late_spurious: u64,
+    /// (sent, declared lost, the time threshold then) of each request the link dropped.
+    dropped: Vec<(Instant, Instant, Duration)>,
+}
+
+/// `count` requests, one every 0.5 ms (20 Mbit/s of 1400-byte packets), each answered 40 ms
+/// later plus normal jitter of 5 ms standard deviation that lets answers overtake each other
+/// (an LTE-like path, the reorder world of `scenarios/reorder-lte.toml`); the link drops
+/// every request whose number `drop` accepts. Loss detection runs on every answer and every
+/// send, as the download's loss timer would (within the 0.5 ms between sends).
+fn run(reorder: ReorderConfig, count: u64, drop: impl Fn(u64) -> bool) -> Outcome {
+    let mut p = path(reorder);
+    let mut ps = PathStats::default();
+    let mut jitter = Normal(0x9e37_79b9_7f4a_7c15);
+    let gap = Duration::from_micros(500);
+    // (answer time, seq) of every answer to come, and each request's pn while in flight.
+    let mut answers: Vec<(Instant, u64)> = Vec::new();
+    let mut pns = HashMap::new();
+    let mut sent_at = HashMap::new();
+    let mut lost = Vec::new();
+    let mut outcome = Outcome {
+        late_spurious: 0,
+        dropped: Vec::new(),
+    };
+    let declare = |p: &mut Path,
+                   ps: &mut PathStats,
+                   now: Instant,
+                   lost: &mut Vec<u64>,
+                   pns: &mut std::collections::HashMap<u64, u64>,
+                   out: &mut Outcome,
+                   sent_at: &std::collections::HashMap<u64, Instant>| {
+        lost.clear();
+        p.detect_losses(ps, now, lost);
+        for &seq in lost.iter() {
+            pns.remove(&seq);
+            if drop(seq) {
+                out.dropped.push((sent_at[&seq], now, p.loss_thresholds().time));
+            }
+        }
+    };
+    for seq in 0..count {
+        let now = Instant::ZERO + gap * seq as u32;
+        // Every answer due before this send, in time order.
+        answers.sort_by_key(|&(at, s)| std::cmp::Reverse((at, s)));
+        while answers.last().is_some_and(|&(at, _)| at <= now) {
+            let (at, s) = answers.pop().unwrap();
+            let before = p.spurious_losses();
+            let pn = pns.remove(&s);
+            p.on_data(&mut ps, at, s, pn, PACKET);
+            if s >= count / 2 {
+                outcome.late_spurious += p.spurious_losses() - before;
+            }
+            declare(&mut p, &mut ps, at, &mut lost, &mut pns, &mut outcome, &sent_at);
+        }
+        declare(&mut p, &mut ps, now, &mut lost, &mut pns, &mut outcome, &sent_at);
+        let pn = p.record_request(&mut ps, now, seq, PACKET, false);
+        pns.insert(seq, pn);
+        sent_at.insert(seq, now);
+        if !drop(seq) {
+            let delay = (40.0 + 5.0 * jitter.sample()).max(0.0);
+            answers.push((now + Duration::from_secs_f64(delay / 1000.0), seq));
+        }
+    }
+    outcome
+}
+
+#[test]
+fn a_reordering_path_stops_declaring_spurious_losses_once_its_window_adapts() {
+    let fixed = ReorderConfig {
+        adaptive: false,
+        ..ReorderConfig::default()
+    };
+    let without = run(fixed, 8000, |_| false);
+    let with = run(ReorderConfig::default(), 8000, |_| false);
+    // RFC 9002's three requests are 1.5 ms here, far below the jitter.
+    assert!(
+        without.late_spurious > 400,
+        "{} spurious without the window",
+        without.late_spurious
+    );
+    eprintln!(
+        "spurious in the second half: {} without, {} with",
+        without.late_spurious, with.late_spurious
+    );
+    assert!(with.late_spurious <= 4, "{} spurious with it", with.late_spurious);
+}
+
+#[test]
+fn a_reordering_path_still_finds_real_losses_within_about_an_rtt_and_its_window() {
+    // One request in 100 dropped from the second half on (the window has adapted by then),
+    // while requests still follow it.
+    let out = run(ReorderConfig::default(), 8000, |seq| {
+        (4000..7800).contains(&seq) && seq % 100 == 0
+    });
+    assert_eq!(
+        out.dropped.len(),
+        38,
+        "every dropped request is found by the thresholds"
+    );
+    for &(sent, declared, time) in &out.dropped {
+        let took = declared - sent;
+        // About one RTT (40 ms and the jitter's tail) plus the window.
+        assert!(
+            took < Duration::from_millis(100),
+            "found after {took:?} (threshold {time:?})"
+        );
+    }
+}
