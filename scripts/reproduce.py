@@ -9,6 +9,9 @@ runs
 (--plot only for files with a [sweep]) and keeps the JSON rows in
 docs/figures/STEM/rows.json. It then writes
 
+    docs/figures/transports/STEM/rows.json
+                                 the papers' files on their testbeds' transport and on pull
+                                 (scripts/transports.py; `--only transports` runs these alone)
     docs/figures/manifest.json   date, git commit, uncommitted files, binary hash, and per
                                  scenario the exact command, wall time, exit status, warnings
     docs/figures/tables.md       every table, every scheduler, built from the rows.json files
@@ -825,6 +828,9 @@ def blocks():
         )
         out[prefix + ":vs"] = vs_minrtt(rows, ("servers", "servers"), VS_MPRD) + "\n"
     out["scorecard"] = scorecard()
+    import transports  # the papers' transport against pull (scripts/transports.py)
+
+    out["transports"] = transports.table(FIGURES)
     out["run"] = run_record(manifest)
     return manifest, out
 
@@ -872,7 +878,7 @@ def page_block(key, text):
     as their commands. Each cut block links its full version in tables.md."""
     link = f"\nEvery scheduler: [tables.md, {key}](figures/tables.md#{anchor(key)}).\n"
     lines = text.rstrip("\n").split("\n")
-    if key == "scorecard" or (len(lines) <= PAGE_LINES and not key.endswith(":pauses")):
+    if key in ("scorecard", "transports") or (len(lines) <= PAGE_LINES and not key.endswith(":pauses")):
         return text
     if key == "kondo":
         keep, on = [], True  # the commands, before the first table
@@ -997,6 +1003,10 @@ def main():
             shutil.copy2(args.bin, binary)
             if not args.confirm_only:
                 failures = run_all(binary, selected, not args.no_build)
+                if not args.only or any(o in "transports" for o in args.only):
+                    import transports  # each paper's file on its testbed's transport and on pull
+
+                    failures += transports.run_all(binary, FIGURES)
             failures += confirm_all(binary, selected)
     write_tables()
 
