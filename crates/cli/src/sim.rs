@@ -2,6 +2,7 @@
 //! congestion control × sweep point, as a table, as JSON, or as PNG charts of a sweep.
 
 mod ab;
+mod ablate;
 mod fleet;
 pub(crate) mod plot;
 mod random;
@@ -90,12 +91,24 @@ pub struct SimArgs {
     /// or `subflow-or` (with MPTCP's opportunistic retransmission); docs/scenarios.md.
     #[arg(long = "transport", value_name = "NAME", conflicts_with = "random")]
     transports: Vec<String>,
+    /// weave's ablation (docs/weave.md): on FILE's cells, or on --random N worlds, weave with
+    /// each mechanism switched off in turn against weave as it ships, on the same seeds; per
+    /// switch, the cells where switching it off is worse, level or better beyond the 95 %
+    /// interval. `--repeat` runs per cell (default 5), `--cc`, `--point`, `--seed` as usual.
+    #[arg(long, conflicts_with_all = ["plot", "against", "runs", "write_worlds", "schedulers", "transports"])]
+    ablate: bool,
+    /// With --ablate: only this switch (repeatable); default: every one of `WeaveConfig`.
+    #[arg(long = "switch", value_name = "NAME", requires = "ablate")]
+    switches: Vec<String>,
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.list {
         print_list();
         return Ok(());
+    }
+    if args.ablate {
+        return ablate::run(&args);
     }
     if let Some(count) = args.random {
         return random::run(&args, count);

@@ -159,3 +159,36 @@ fn bad_suite_arguments_are_clear_errors() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_ablation_judges_each_switch_against_weave_as_it_ships() {
+    let (_, cells) = json(&[
+        "sim",
+        "--ablate",
+        "--random",
+        "1",
+        "--quick",
+        "--seed",
+        "9001",
+        "--repeat",
+        "2",
+        "--switch",
+        "pipe_cap",
+        "--switch",
+        "tail_copies",
+        "--json",
+    ]);
+    let cells = cells.as_array().unwrap();
+    let switches: Vec<&str> = cells.iter().map(|c| c["switch"].as_str().unwrap()).collect();
+    assert_eq!(switches, ["pipe_cap", "tail_copies"]);
+    for c in cells {
+        assert_eq!(c["world"], "world-9001");
+        assert!(
+            ["worse", "level", "better"].contains(&c["effect"].as_str().unwrap()),
+            "{c}"
+        );
+    }
+    let out = output(&["sim", "--ablate", "--random", "1", "--quick", "--switch", "no_such"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown weave switch"));
+}

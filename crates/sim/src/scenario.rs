@@ -7,6 +7,7 @@
 //! `scenarios/x.toml:14: server.edge1.link.rate: expected a rate such as "10mbit", ...`.
 
 mod ab_report;
+pub mod ablation;
 mod fleet;
 mod fleet_runner;
 mod names;

@@ -324,7 +324,8 @@ pub fn run_on(
     seed: u64,
 ) -> Result<Outcome, WorldError> {
     let transport = Transport::by_name(transport).ok_or_else(|| WorldError::UnknownTransport(transport.into()))?;
-    let sched = scheduler::by_name(scheduler, seed).ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
+    let sched = scheduler::by_name_with(scheduler, seed, &spec.weave)
+        .ok_or_else(|| WorldError::UnknownScheduler(scheduler.into()))?;
     World::with_transport(spec, video, sched, cc, transport, seed)?.run()
 }
 
