@@ -82,6 +82,8 @@ def tally_table(title, cells, switches):
 
 
 def cell_lines(cells):
+    if not cells:
+        return "(not in this run)"
     lines = [
         "| switch off | world | point | cc | metric | on | off | off − on (95 %) | effect |",
         "|---|---|---|---|---|---:|---:|---:|---|",
@@ -157,9 +159,18 @@ def main():
     for c in file_cells + random_cells:
         if c["switch"] not in switches:
             switches.append(c["switch"])
-    command = "scripts/weave-ablation.py " + " ".join(sys.argv[1:])
+    # The command as anyone would type it: without this machine's binary.
+    argv, shown = sys.argv[1:], []
+    while argv:
+        arg = argv.pop(0)
+        if arg == "--bin":
+            argv = argv[1:]
+        elif not arg.startswith("--bin=") and arg != "--no-build":
+            shown.append(arg)
+    command = "scripts/weave-ablation.py " + " ".join(shown)
     summary = "\n\n".join(
-        [
+        part
+        for part in [
             f"`{command.strip()}` ({elapsed / 60:.0f} min; seeds from {args.seed}, {args.repeat} runs per cell; "
             "metric: aggregation for downloads, first frame + stalled seconds for videos; a cell is a "
             "file's sweep point × control, or a random world × control):",
@@ -167,6 +178,7 @@ def main():
             tally_table(f"{args.random} random worlds", random_cells, switches) if random_cells else "",
             "Every cell beyond its interval: [figures/weave-ablation.md](figures/weave-ablation.md).",
         ]
+        if part
     )
     figures = os.path.join(ROOT, "docs", "figures")
     os.makedirs(figures, exist_ok=True)
@@ -179,7 +191,7 @@ def main():
     with open(path) as f:
         text = f.read()
     a, b = text.index(BEGIN), text.index(END)
-    text = text[: a + len(BEGIN)] + "\n" + summary.replace("\n\n\n\n", "\n\n") + "\n" + text[b:]
+    text = text[: a + len(BEGIN)] + "\n" + summary + "\n" + text[b:]
     with open(path, "w") as f:
         f.write(text)
     print(summary)
