@@ -93,6 +93,12 @@ pub struct DownloadConfig {
 }
 
 impl DownloadConfig {
+    /// This configuration with the reordering window's settings `reordering`.
+    pub fn with_reordering(mut self, reordering: ReorderConfig) -> Self {
+        self.reordering = reordering;
+        self
+    }
+
     /// Defaults for fetching the whole content: a 4 MB reorder buffer, threshold 3.
     pub fn new(content: wire::ContentId, content_length: u64, packet_size: u32) -> Self {
         DownloadConfig {

@@ -25,6 +25,7 @@ fn server(name: &str, origin: bool, mbit: u64, delay_ms: u64, loss: f64) -> Serv
 fn world(size_mb: u64, task_mb: Option<u64>, servers: Vec<ServerSpec>) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
+        reordering: Default::default(),
         content_length: size_mb * 1_000_000,
         packet_size: 1400,
         task_size: task_mb.map(|t| t * 1_000_000),

@@ -173,6 +173,7 @@ mod tests {
     fn world(servers: Vec<ServerSpec>, bytes: u64) -> WorldSpec {
         WorldSpec {
             weave: Default::default(),
+            reordering: Default::default(),
             content_length: bytes,
             packet_size: 974,
             task_size: None,

@@ -23,6 +23,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use pcdn_core::ReorderConfig;
 use pcdn_core::player::{JumpToCdn, PlayerConfig, SpecError, VideoSpec};
 use pcdn_core::scheduler::WeaveConfig;
 use pcdn_core::{Transport, cc, scheduler};
@@ -473,6 +474,8 @@ struct RawClient {
     reorder_buffer: u64,
     /// weave's switches and constants (docs/weave.md).
     weave: WeaveConfig,
+    /// The reordering window of loss detection (RFC 8985 §6.2).
+    reordering: ReorderConfig,
 }
 
 impl Default for RawClient {
@@ -483,6 +486,7 @@ impl Default for RawClient {
             transport: vec!["pull".to_owned()],
             reorder_buffer: 4_000_000,
             weave: WeaveConfig::default(),
+            reordering: ReorderConfig::default(),
         }
     }
 }
@@ -769,6 +773,7 @@ impl Ctx<'_> {
                 bottlenecks,
                 duration: raw.duration,
                 weave: raw.client.weave,
+                reordering: raw.client.reordering,
             },
         })
     }

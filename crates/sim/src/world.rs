@@ -6,6 +6,7 @@
 
 use crate::link::{LinkConfig, LinkError, Packet};
 use crate::network::{Network, RouteId};
+use pcdn_core::ReorderConfig;
 use pcdn_core::cc;
 use pcdn_core::player::PlayerConfig;
 use pcdn_core::scheduler::{self, WeaveConfig};
@@ -60,6 +61,8 @@ pub struct WorldSpec {
     pub duration: Duration,
     /// weave's switches and constants, when weave is the scheduler (`[client] weave`).
     pub weave: WeaveConfig,
+    /// The client's reordering window (`[client] reordering`, RFC 8985 §6.2).
+    pub reordering: ReorderConfig,
 }
 
 /// What one run measured.
@@ -167,6 +170,7 @@ impl WorldSpec {
             seed,
             video,
         )
+        .with_reordering(self.reordering.clone())
     }
 }
 
@@ -745,6 +749,7 @@ pub fn mprd_high_rate() -> WorldSpec {
         .collect();
     WorldSpec {
         weave: Default::default(),
+        reordering: Default::default(),
         content_length: 200_000_000,
         packet_size: 1400,
         task_size: None,

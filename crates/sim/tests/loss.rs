@@ -35,6 +35,7 @@ fn server(name: &str, mbit: u64, delay_ms: u64, loss: f64, origin: bool) -> Serv
 fn world(servers: Vec<ServerSpec>) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
+        reordering: Default::default(),
         content_length: 12_000_000,
         packet_size: PACKET,
         task_size: None,

@@ -36,6 +36,7 @@ fn world(outage: impl FnOnce(&mut ServerSpec)) -> WorldSpec {
     outage(&mut b);
     WorldSpec {
         weave: Default::default(),
+        reordering: Default::default(),
         content_length: 4_000_000,
         packet_size: 1400,
         task_size: None,

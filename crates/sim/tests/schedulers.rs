@@ -59,6 +59,7 @@ fn origin(mut s: ServerSpec) -> ServerSpec {
 fn world(content_length: u64, reorder_buffer: u64, servers: Vec<ServerSpec>) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
+        reordering: Default::default(),
         content_length,
         packet_size: PACKET as u32,
         task_size: None,

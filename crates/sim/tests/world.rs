@@ -29,6 +29,7 @@ fn server(name: &str, mbit: u64, delay_ms: u64, loss: f64) -> ServerSpec {
 fn world(size: u64, servers: Vec<ServerSpec>) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
+        reordering: Default::default(),
         content_length: size,
         packet_size: 1400,
         task_size: None,

@@ -5,8 +5,10 @@ use super::{Path, PathStats};
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
-/// Settings of the reordering window.
-#[derive(Clone, Debug, PartialEq)]
+/// Settings of the reordering window; scenario files set any field under
+/// `[client] reordering = { ... }` (docs/scenarios.md).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ReorderConfig {
     /// Off: RFC 9002's fixed thresholds only (the packet threshold and 9/8 of the RTT), even
     /// on a path that reorders.
@@ -51,7 +53,8 @@ pub struct LossThresholds {
     /// The part of `time` above the RTT: RFC 9002's eighth of the RTT until the path reorders,
     /// then RACK's adaptive window (never below that eighth).
     pub reorder_window: Duration,
-    /// The path has answered a request after a later one (RFC 8985 §6.2 step 3).
+    /// The path has answered a request after a later one (RFC 8985 §6.2 step 3), and the
+    /// window adapts to it (`ReorderConfig::adaptive`).
     pub reordering: bool,
 }
 
@@ -120,7 +123,7 @@ impl Reordering {
             packets: (!reordering).then_some(packets),
             time: (rtt + window).max(Duration::from_millis(1)),
             reorder_window: window,
-            reordering: self.seen,
+            reordering,
         }
     }
 
@@ -175,7 +178,7 @@ impl Reordering {
         min_rtt: Duration,
         next_pn: u64,
     ) -> bool {
-        if self.declared.is_empty() {
+        if !self.config.adaptive || self.declared.is_empty() {
             return false;
         }
         let Some(i) = self.declared.iter().rposition(|&(s, _)| s == seq) else {
@@ -253,12 +256,6 @@ impl Path {
     /// The time threshold (RFC 9002 §6.1.2, RFC 8985 §6.2 step 5), at least `kGranularity`.
     pub(super) fn loss_delay(&self) -> Duration {
         self.loss_thresholds().time
-    }
-
-    /// Late answers to requests this path declared lost so far.
-    #[cfg(test)]
-    pub fn spurious_losses(&self) -> u64 {
-        self.reorder.spurious()
     }
 }
 

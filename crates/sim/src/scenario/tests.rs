@@ -312,6 +312,21 @@ fn weave_switches_and_constants_are_read_from_the_client_table() {
 }
 
 #[test]
+fn the_reordering_window_is_read_from_the_client_table() {
+    let scenario = parse(&SMALL.replace(
+        "[client]",
+        "[client]\nreordering = { adaptive = false, persist_recoveries = 8 }",
+    ))
+    .unwrap();
+    let reordering = &scenario.points[0].world.reordering;
+    assert!(!reordering.adaptive);
+    assert_eq!(reordering.persist_recoveries, 8);
+    assert_eq!(reordering.min_rtt_divisor, 4, "the rest as shipped");
+    let e = error_of(&SMALL.replace("[client]", "[client]\nreordering = { adaptiv = false }"));
+    assert!(e.contains("client.reordering.adaptiv: unknown key `adaptiv`"), "{e}");
+}
+
+#[test]
 fn missing_keys_and_toml_syntax_errors() {
     let e = error_of("[[server]]\nname = \"a\"\nlink = {}\n");
     assert!(
