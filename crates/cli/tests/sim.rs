@@ -491,3 +491,18 @@ device_videos = 2
         assert!(bytes.starts_with(b"\x89PNG"), "{png}");
     }
 }
+
+#[test]
+fn path_scenario_flags_are_refused_on_a_fleet() {
+    let fleet = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/fleet-small.toml");
+    for flags in [
+        &["--transport", "subflow"][..],
+        &["--scheduler", "weave"],
+        &["--point", "x"],
+    ] {
+        let out = pcdn().arg("sim").arg(&fleet).args(flags).output().unwrap();
+        assert!(!out.status.success(), "{flags:?} ran");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(flags[0]) && err.contains("is for path scenarios"), "{err}");
+    }
+}

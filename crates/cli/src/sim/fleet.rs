@@ -10,6 +10,9 @@ pub(super) fn run(args: &SimArgs, mut scenario: FleetScenario) -> anyhow::Result
     for (flag, given) in [
         ("--against", args.against.is_some()),
         ("--point", !args.points.is_empty()),
+        ("--scheduler", !args.schedulers.is_empty()),
+        ("--transport", !args.transports.is_empty()),
+        ("--from-rows", args.from_rows.is_some()),
     ] {
         if given {
             bail!(
