@@ -2,7 +2,7 @@
 """weave's ablation table: each mechanism switched off in turn, over the scenario files and the
 random suite, on fresh seeds, paired seed by seed against weave as it ships.
 
-For every scenarios/*.toml but the fleets, this runs
+For every paths scenario in scenarios/ (not the fleets, not the emulator's links file), this runs
 
     pcdn sim --ablate scenarios/STEM.toml --json --seed SEED --repeat R [--point P ...] [--cc C ...]
 
@@ -48,7 +48,8 @@ def scenario_files():
             continue
         with open(os.path.join(ROOT, "scenarios", name), "rb") as f:
             doc = tomllib.load(f)
-        if "fleet" in doc:
+        if "server" not in doc:
+            # A fleet, or an emulator's links file.
             continue
         out.append((name, doc))
     return out
