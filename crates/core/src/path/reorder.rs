@@ -66,8 +66,8 @@ pub(crate) struct Reordering {
     config: ReorderConfig,
     /// Reordering was seen (`RACK.reordering_seen`).
     seen: bool,
-    /// The largest pn answered, and when it was sent (`RACK.xmit_ts`).
-    largest: Option<(u64, Instant)>,
+    /// The largest pn answered, when it was sent (`RACK.xmit_ts`) and its sequence number.
+    largest: Option<(u64, Instant, u64)>,
     /// `RACK.reo_wnd_mult`.
     steps: u32,
     /// `RACK.reo_wnd_persist`.
@@ -130,21 +130,22 @@ impl Reordering {
         }
     }
 
-    /// Request `pn`, sent at `sent`, was answered. Returns whether the thresholds may have
-    /// changed.
-    pub fn on_answer(&mut self, pn: u64, sent: Instant) -> bool {
+    /// Request `pn` for `seq`, sent at `sent`, was answered. Returns whether the thresholds
+    /// may have changed.
+    pub fn on_answer(&mut self, pn: u64, seq: u64, sent: Instant) -> bool {
         let mut changed = false;
         match self.largest {
             // RFC 8985 §6.2 step 3: answered after a request sent later. Requests sent at the
-            // same instant went in one REQUEST, whose numbers the server sends in its own
-            // order (ascending within 64, docs/protocol.md): no sign of the path reordering.
-            Some((largest, at)) if pn < largest => {
-                if sent < at && !self.seen {
+            // same instant went in one REQUEST, whose numbers the server sends ascending within
+            // each 64 (docs/protocol.md): among those, only a lower number after a higher one
+            // shows the path reordering.
+            Some((largest, at, last_seq)) if pn < largest => {
+                if (sent < at || (sent == at && seq < last_seq)) && !self.seen {
                     self.seen = true;
                     changed = true;
                 }
             }
-            _ => self.largest = Some((pn, sent)),
+            _ => self.largest = Some((pn, sent, seq)),
         }
         if self.grown_until.is_some_and(|r| pn >= r) {
             self.grown_until = None;
@@ -294,9 +295,12 @@ mod tests {
     #[test]
     fn reordering_drops_the_packet_threshold_and_opens_the_window() {
         let mut r = Reordering::new(ReorderConfig::default());
-        assert!(!r.on_answer(5, at(5)));
-        assert!(!r.on_answer(4, at(5)), "sent in the same REQUEST: the server's order");
-        assert!(r.on_answer(3, at(3)), "an answer behind a later one is reordering");
+        assert!(!r.on_answer(5, 5, at(5)));
+        assert!(
+            !r.on_answer(4, 9, at(5)),
+            "sent in the same REQUEST: the server's order"
+        );
+        assert!(r.on_answer(3, 3, at(3)), "an answer behind a later one is reordering");
         let t = r.thresholds(3, ms(80), ms(80), ms(80));
         assert_eq!(t.packets, None);
         assert_eq!(t.reorder_window, ms(20), "min RTT / 4");
@@ -314,7 +318,7 @@ mod tests {
         assert!(r.on_data(8, None, t0 + ms(100), ms(80), 12), "spurious, counted");
         assert_eq!(r.steps(), 2, "but the window grew once this round trip");
         assert_eq!(r.spurious(), 2);
-        r.on_answer(12, at(12));
+        r.on_answer(12, 12, at(12));
         r.on_declared(20, t0, 30);
         assert!(r.on_data(20, None, t0 + ms(200), ms(80), 30));
         assert_eq!(r.steps(), 3);
@@ -322,7 +326,7 @@ mod tests {
         for _ in 0..3 {
             r.on_declared(40, t0, 50);
             r.on_data(40, None, t0 + ms(300), ms(80), 50);
-            r.on_answer(50, at(50));
+            r.on_answer(50, 50, at(50));
         }
         assert_eq!(
             r.thresholds(3, ms(80), ms(80), ms(80)).reorder_window,
@@ -350,14 +354,14 @@ mod tests {
         let t0 = Instant::from_nanos(0);
         r.on_declared(1, t0, 2);
         assert!(r.on_data(1, None, t0 + ms(50), ms(40), 2));
-        r.on_answer(2, at(2));
+        r.on_answer(2, 2, at(2));
         assert_eq!(r.steps(), 2);
         // The spurious declaration's own recovery ended with that answer: 15 more to go.
         let mut pn = 10;
         for i in 0..15 {
             assert_eq!(r.steps(), 2, "recovery {i}");
             r.on_declared(1000 + pn, t0, pn + 1);
-            r.on_answer(pn + 1, at(pn + 1));
+            r.on_answer(pn + 1, pn + 1, at(pn + 1));
             pn += 10;
         }
         assert_eq!(r.steps(), 1);
