@@ -1,6 +1,6 @@
 //! `pcdn sim`: the scenario runner's command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
@@ -30,6 +30,18 @@ link = { rate = "4mbit", delay = "40ms", loss = 0.01, jitter = "2ms" }
 key = "server.edge1.link.delay"
 values = ["20ms", "60ms"]
 "#;
+
+/// `pcdn sim FILE EXTRA... --plot DIR`.
+fn sim_plot<S: AsRef<std::ffi::OsStr>>(file: &Path, dir: &Path, extra: &[S]) -> std::process::Output {
+    pcdn()
+        .arg("sim")
+        .arg(file)
+        .args(extra)
+        .arg("--plot")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
 
 /// Writes `text` to a fresh file in the test's temporary folder.
 fn scenario_file(name: &str, text: &str) -> PathBuf {
@@ -303,13 +315,7 @@ fn a_bad_file_names_the_file_and_the_key() {
 fn plot_writes_one_png_per_metric() {
     let file = scenario_file("plot.toml", SWEEP);
     let dir = file.parent().unwrap().join("plots");
-    let out = pcdn()
-        .arg("sim")
-        .arg(&file)
-        .args(["--repeat", "1", "--plot"])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let out = sim_plot(&file, &dir, &["--repeat", "1"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for name in ["aggregation", "goodput", "ofo_mean", "wait_p99", "completion"] {
         let png = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
@@ -322,13 +328,7 @@ fn plot_writes_one_png_per_metric() {
     }
 
     let plain = scenario_file("plain.toml", SWEEP.split("[sweep]").next().unwrap());
-    let out = pcdn()
-        .arg("sim")
-        .arg(&plain)
-        .args(["--plot"])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let out = sim_plot(&plain, &dir, &[] as &[&str]);
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("no [sweep]"));
 }
@@ -338,13 +338,7 @@ fn plot_draws_the_selection_first_and_every_row_in_a_second_chart() {
     let text = format!("{SWEEP}[plot]\nschedulers = [\"minrtt\"]\nx_label = \"edge RTT (ms)\"\nx_scale = 2\n");
     let file = scenario_file("selected.toml", &text);
     let dir = file.parent().unwrap().join("selected-plots");
-    let out = pcdn()
-        .arg("sim")
-        .arg(&file)
-        .args(["--repeat", "1", "--plot"])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let out = sim_plot(&file, &dir, &["--repeat", "1"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for name in ["aggregation", "goodput", "ofo_mean", "wait_p99", "completion"] {
         let main = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
@@ -364,15 +358,7 @@ fn plot_draws_the_selection_first_and_every_row_in_a_second_chart() {
     assert!(json.status.success());
     std::fs::write(&rows, &json.stdout).unwrap();
     let again = file.parent().unwrap().join("replotted");
-    let out = pcdn()
-        .arg("sim")
-        .arg(&file)
-        .arg("--plot")
-        .arg(&again)
-        .arg("--from-rows")
-        .arg(&rows)
-        .output()
-        .unwrap();
+    let out = sim_plot(&file, &again, &[std::ffi::OsStr::new("--from-rows"), rows.as_os_str()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for name in ["goodput.png", "completion-all.png"] {
         let drawn = std::fs::read(dir.join(name)).unwrap();
@@ -383,15 +369,7 @@ fn plot_draws_the_selection_first_and_every_row_in_a_second_chart() {
         "other.toml",
         &text.replace("[\"minrtt\", \"round-robin\"]", "[\"round-robin\", \"minrtt\"]"),
     );
-    let out = pcdn()
-        .arg("sim")
-        .arg(&other)
-        .arg("--plot")
-        .arg(&again)
-        .arg("--from-rows")
-        .arg(&rows)
-        .output()
-        .unwrap();
+    let out = sim_plot(&other, &again, &[std::ffi::OsStr::new("--from-rows"), rows.as_os_str()]);
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("row 1 is") && err.contains("minrtt"), "{err}");
