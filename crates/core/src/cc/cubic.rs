@@ -161,6 +161,13 @@ impl Cubic {
         }
     }
 
+    /// Goes back to slow start from the current window, with no threshold (the caller has
+    /// evidence that the path carries more than the window that ended the last slow start).
+    pub(crate) fn restart_slow_start(&mut self) {
+        self.ssthresh = f64::INFINITY;
+        self.epoch_start = None;
+    }
+
     /// A new congestion-avoidance stage begins: fix its origin, K and W_est.
     fn start_epoch(&mut self, now: Instant) {
         self.epoch_start = Some(now);
