@@ -1,6 +1,9 @@
 //! The client session on its own, driven by hand-made server datagrams: handshakes, refusals,
 //! duplicates, path loss, and bad input that must be dropped without a panic.
 
+mod common;
+use common::transmits;
+
 use pcdn_core::cc;
 use pcdn_core::scheduler;
 use pcdn_core::wire::{self, Message, Reason};
@@ -21,15 +24,6 @@ fn add(d: &mut Download) -> PathId {
         ServerInfo::default(),
         cc::by_name("cubic").unwrap().build(Instant::ZERO, 1400),
     )
-}
-
-fn transmits(d: &mut Download, now: Instant) -> Vec<(PathId, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    while let Some(t) = d.poll_transmit(now, &mut buf) {
-        out.push((t.path, buf[..t.len].to_vec()));
-    }
-    out
 }
 
 fn events(d: &mut Download) -> Vec<Event> {
@@ -59,19 +53,7 @@ fn welcome(conn_id: u64, length: u64, packet_size: u16) -> Vec<u8> {
 }
 
 fn data(conn_id: u64, seq: u64) -> Vec<u8> {
-    let len = (LENGTH - seq * 1400).min(1400) as usize;
-    let mut b = Vec::new();
-    wire::encode_data(
-        &mut b,
-        &wire::Data {
-            conn_id,
-            request_id: 0,
-            seq,
-            payload: &vec![seq as u8; len],
-        },
-    )
-    .unwrap();
-    b
+    common::data_of_len(conn_id, seq, (LENGTH - seq * 1400).min(1400) as usize)
 }
 
 /// A download with one established path; returns it, the path and its connection id.
@@ -90,16 +72,7 @@ fn established() -> (Download, PathId, u64) {
 }
 
 fn requested(out: &[(PathId, Vec<u8>)]) -> Vec<u64> {
-    out.iter()
-        .flat_map(|(_, b)| match wire::decode(b).unwrap() {
-            Message::Request(r) => r
-                .ranges
-                .iter()
-                .flat_map(|r| r.start..r.start + u64::from(r.len))
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect()
+    common::requested(out)
 }
 
 #[test]

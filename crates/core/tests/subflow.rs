@@ -4,6 +4,9 @@
 //! also runs the same script under `pull` and checks that it behaves otherwise, so that it
 //! fails if the mechanism is removed.
 
+mod common;
+use common::transmits;
+
 use pcdn_core::cc;
 use pcdn_core::harness::{Harness, PathSpec};
 use pcdn_core::scheduler::{self, Pick, SCHEDULERS, Scheduler, View};
@@ -42,44 +45,13 @@ fn ms(n: u64) -> Instant {
     Instant::ZERO + Duration::from_millis(n)
 }
 
-fn transmits(d: &mut Download, now: Instant) -> Vec<(PathId, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    while let Some(t) = d.poll_transmit(now, &mut buf) {
-        out.push((t.path, buf[..t.len].to_vec()));
-    }
-    out
-}
-
 /// The sequence numbers the REQUESTs among `out` ask `path` for.
 fn requested_on(out: &[(PathId, Vec<u8>)], path: PathId) -> Vec<u64> {
-    out.iter()
-        .filter(|(p, _)| *p == path)
-        .flat_map(|(_, b)| match wire::decode(b).unwrap() {
-            Message::Request(r) => r
-                .ranges
-                .iter()
-                .flat_map(|r| r.start..r.start + u64::from(r.len))
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect()
+    common::requested(out.iter().filter(|(p, _)| *p == path))
 }
 
 fn data(conn_id: u64, seq: u64) -> Vec<u8> {
-    let mut b = Vec::new();
-    let payload = [seq as u8; PACKET as usize];
-    wire::encode_data(
-        &mut b,
-        &wire::Data {
-            conn_id,
-            request_id: 0,
-            seq,
-            payload: &payload,
-        },
-    )
-    .unwrap();
-    b
+    common::data_of_len(conn_id, seq, PACKET as usize)
 }
 
 /// A download of `packets` packets with `script`, over paths whose WELCOMEs arrive at the
