@@ -313,18 +313,7 @@ const LONG: u64 = 100;
 
 /// A DATA for packet `seq` of a `LONG`-packet content.
 fn long_data(conn_id: u64, seq: u64) -> Vec<u8> {
-    let mut b = Vec::new();
-    wire::encode_data(
-        &mut b,
-        &wire::Data {
-            conn_id,
-            request_id: 0,
-            seq,
-            payload: &[seq as u8; PACKET as usize],
-        },
-    )
-    .unwrap();
-    b
+    common::data_of_len(conn_id, seq, PACKET as usize)
 }
 
 fn ms(n: u64) -> Instant {
