@@ -555,7 +555,7 @@ impl Path {
         self.entry_mut(pn)?.done = true;
         self.last_answered = Some(entry.seq);
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
-        if self.reorder.on_answer(pn, entry.seq, entry.sent) {
+        if self.reorder.on_answer(pn) {
             self.view_stale = true;
         }
         self.largest_answered = Some(self.largest_answered.map_or(pn, |l| l.max(pn)));

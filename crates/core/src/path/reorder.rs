@@ -66,8 +66,8 @@ pub(crate) struct Reordering {
     config: ReorderConfig,
     /// Reordering was seen (`RACK.reordering_seen`).
     seen: bool,
-    /// The largest pn answered, when it was sent (`RACK.xmit_ts`) and its sequence number.
-    largest: Option<(u64, Instant, u64)>,
+    /// The largest pn answered: pns are the send order, so it stands for `RACK.xmit_ts`.
+    largest: Option<u64>,
     /// `RACK.reo_wnd_mult`.
     steps: u32,
     /// `RACK.reo_wnd_persist`.
@@ -130,22 +130,21 @@ impl Reordering {
         }
     }
 
-    /// Request `pn` for `seq`, sent at `sent`, was answered. Returns whether the thresholds
-    /// may have changed.
-    pub fn on_answer(&mut self, pn: u64, seq: u64, sent: Instant) -> bool {
+    /// Request `pn` was answered. Returns whether the thresholds may have changed.
+    pub fn on_answer(&mut self, pn: u64) -> bool {
         let mut changed = false;
         match self.largest {
-            // RFC 8985 §6.2 step 3: answered after a request sent later. Requests sent at the
-            // same instant went in one REQUEST, whose numbers the server sends ascending within
-            // each 64 (docs/protocol.md): among those, only a lower number after a higher one
-            // shows the path reordering.
-            Some((largest, at, last_seq)) if pn < largest => {
-                if (sent < at || (sent == at && seq < last_seq)) && !self.seen {
+            // RFC 8985 §6.2 step 3: answered after a request sent later. pns are the send
+            // order, and a server sends a REQUEST's numbers in the listed order, which is the
+            // order of their pns (docs/protocol.md §7.3): any lower pn answered after a higher
+            // one was overtaken on the path, also within one REQUEST.
+            Some(largest) if pn < largest => {
+                if !self.seen {
                     self.seen = true;
                     changed = true;
                 }
             }
-            _ => self.largest = Some((pn, sent, seq)),
+            _ => self.largest = Some(pn),
         }
         if self.grown_until.is_some_and(|r| pn >= r) {
             self.grown_until = None;
@@ -278,11 +277,6 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// When request `pn` went out: one a microsecond.
-    fn at(pn: u64) -> Instant {
-        Instant::from_nanos(pn * 1000)
-    }
-
     #[test]
     fn before_reordering_the_thresholds_are_rfc_9002s() {
         let r = Reordering::new(ReorderConfig::default());
@@ -295,12 +289,9 @@ mod tests {
     #[test]
     fn reordering_drops_the_packet_threshold_and_opens_the_window() {
         let mut r = Reordering::new(ReorderConfig::default());
-        assert!(!r.on_answer(5, 5, at(5)));
-        assert!(
-            !r.on_answer(4, 9, at(5)),
-            "sent in the same REQUEST: the server's order"
-        );
-        assert!(r.on_answer(3, 3, at(3)), "an answer behind a later one is reordering");
+        assert!(!r.on_answer(5));
+        assert!(r.on_answer(4), "an answer behind a later one is reordering");
+        assert!(!r.on_answer(3), "seen once: nothing changes");
         let t = r.thresholds(3, ms(80), ms(80), ms(80));
         assert_eq!(t.packets, None);
         assert_eq!(t.reorder_window, ms(20), "min RTT / 4");
@@ -318,7 +309,7 @@ mod tests {
         assert!(r.on_data(8, None, t0 + ms(100), ms(80), 12), "spurious, counted");
         assert_eq!(r.steps(), 2, "but the window grew once this round trip");
         assert_eq!(r.spurious(), 2);
-        r.on_answer(12, 12, at(12));
+        r.on_answer(12);
         r.on_declared(20, t0, 30);
         assert!(r.on_data(20, None, t0 + ms(200), ms(80), 30));
         assert_eq!(r.steps(), 3);
@@ -326,7 +317,7 @@ mod tests {
         for _ in 0..3 {
             r.on_declared(40, t0, 50);
             r.on_data(40, None, t0 + ms(300), ms(80), 50);
-            r.on_answer(50, 50, at(50));
+            r.on_answer(50);
         }
         assert_eq!(
             r.thresholds(3, ms(80), ms(80), ms(80)).reorder_window,
@@ -354,14 +345,14 @@ mod tests {
         let t0 = Instant::from_nanos(0);
         r.on_declared(1, t0, 2);
         assert!(r.on_data(1, None, t0 + ms(50), ms(40), 2));
-        r.on_answer(2, 2, at(2));
+        r.on_answer(2);
         assert_eq!(r.steps(), 2);
         // The spurious declaration's own recovery ended with that answer: 15 more to go.
         let mut pn = 10;
         for i in 0..15 {
             assert_eq!(r.steps(), 2, "recovery {i}");
             r.on_declared(1000 + pn, t0, pn + 1);
-            r.on_answer(pn + 1, pn + 1, at(pn + 1));
+            r.on_answer(pn + 1);
             pn += 10;
         }
         assert_eq!(r.steps(), 1);
