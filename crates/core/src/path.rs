@@ -464,8 +464,25 @@ impl Path {
         self.set_rto();
     }
 
+    /// The RTO, never before the time threshold of an answer that meets no queue (the
+    /// minimum RTT's: 9/8 of it, or it plus the reordering window) and a millisecond, RFC
+    /// 6298's G. The timeout is for requests the thresholds cannot judge (nothing sent after
+    /// them answered); one that fires first declares a random loss a timeout, a congestion
+    /// signal that also holds the window at zero until the next answer. On a path longer than
+    /// the 200 ms floor whose RTT does not vary, SRTT + max(G, 4·RTTVAR) is SRTT + 1 ms, under
+    /// 9/8 of the RTT and under the three later answers of the packet threshold: every loss
+    /// of a 300 ms, 4 %-loss edge was a timeout, and `weft` held the edge at a third of its
+    /// rate (`scenarios/segmented-lossy.toml`, docs/weave.md "The task tail"). A queue's
+    /// variation is in RTTVAR already: the floor leaves such a path's RTO as it was.
     fn set_rto(&mut self) {
-        self.rto = self.rtt.rto();
+        let min_rtt = self.rtt.min();
+        let threshold = self
+            .reorder
+            .thresholds(self.packet_threshold, min_rtt, self.rtt.smoothed(), min_rtt)
+            .time;
+        self.rto = self
+            .rtt
+            .rto_at_least(threshold + crate::estimate::rtt::CLOCK_GRANULARITY);
         self.rto_ns = u64::try_from(self.rto.as_nanos()).unwrap_or(u64::MAX);
     }
 

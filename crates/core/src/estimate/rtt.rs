@@ -4,7 +4,7 @@ use crate::time::Duration;
 
 /// Clock granularity G of RFC 6298 §2.3: the floor of the variance term, so that an RTT
 /// sampled as perfectly steady still leaves room for jitter below the clock's resolution.
-const CLOCK_GRANULARITY: Duration = Duration::from_millis(1);
+pub(crate) const CLOCK_GRANULARITY: Duration = Duration::from_millis(1);
 /// RFC 6298 §2.1: the RTO before any RTT has been measured.
 const RTO_BEFORE_SAMPLE: Duration = Duration::from_secs(1);
 
@@ -109,9 +109,14 @@ impl RttEstimator {
     }
     /// RTO with the current back-off applied (§5.5), clamped to `max_rto`.
     pub fn rto(&self) -> Duration {
+        self.rto_at_least(Duration::ZERO)
+    }
+    /// As [`RttEstimator::rto`], with the RTO before the back-off at least `floor`.
+    pub fn rto_at_least(&self, floor: Duration) -> Duration {
         let factor = 1u32.checked_shl(self.backoff).unwrap_or(u32::MAX);
         let rto = self
             .base_rto_nanos()
+            .max(nanos(floor))
             .saturating_mul(u64::from(factor))
             .min(self.max_rto);
         Duration::from_nanos(rto)

@@ -144,3 +144,42 @@ fn a_reordering_path_still_finds_real_losses_within_about_an_rtt_and_its_window(
         );
     }
 }
+
+#[test]
+fn a_loss_on_a_long_steady_path_is_found_by_the_thresholds_not_by_a_timeout() {
+    // A 300 ms path answering a request every 4 ms, always exactly one RTT later: RTTVAR
+    // falls to zero, and SRTT + max(G, 4·RTTVAR) is 301 ms, before the time threshold
+    // (9/8 · 300 ms) and before the three later answers of the packet threshold (4-12 ms
+    // after the lost one's). Request 200 is dropped: the thresholds must find it, not the
+    // RTO, which would count a random loss as a timeout (a congestion signal, the window
+    // held at zero until the next answer).
+    let mut p = path(ReorderConfig::default());
+    let mut ps = PathStats::default();
+    let rtt = Duration::from_millis(300);
+    let mut pns = HashMap::new();
+    let mut answers = std::collections::VecDeque::new();
+    let mut lost = Vec::new();
+    let mut declared = Vec::new();
+    for ms in 0..2_000u64 {
+        let now = Instant::from_nanos(ms * 1_000_000);
+        while answers.front().is_some_and(|&(at, _)| at <= now) {
+            let (at, seq) = answers.pop_front().unwrap();
+            let pn = pns.remove(&seq);
+            p.on_data(&mut ps, at, seq, pn, PACKET);
+        }
+        lost.clear();
+        p.detect_losses(&mut ps, now, &mut lost);
+        p.on_rto(&mut ps, now, &mut lost);
+        declared.extend(lost.iter().copied());
+        if ms % 4 == 0 && ms < 1_600 {
+            let seq = ms / 4;
+            pns.insert(seq, p.record_request(&mut ps, now, seq, PACKET, false));
+            if seq != 200 {
+                answers.push_back((now + rtt, seq));
+            }
+        }
+    }
+    assert_eq!(declared, vec![200]);
+    assert_eq!(ps.timeouts, 0, "the RTO ({:?}) came first", p.rto);
+    assert!(p.rto > p.loss_delay(), "{:?} against {:?}", p.rto, p.loss_delay());
+}
