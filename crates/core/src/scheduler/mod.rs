@@ -45,7 +45,7 @@ pub use weave::{Weave, WeaveConfig};
 pub use xlink::Xlink;
 
 /// What a scheduler sees of one path. Only established paths appear.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PathView {
     pub id: PathId,
     /// The path leads to the CDN origin (which holds everything and is costly).

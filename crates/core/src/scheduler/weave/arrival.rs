@@ -48,6 +48,55 @@ fn penalty(p: &PathView) -> Duration {
     p.expected_time.saturating_sub(p.srtt)
 }
 
+/// What `weave` keeps of each path, indexed by the path's id: a download numbers its paths
+/// from 0 and never reuses an id, so the ids are small, and a lookup is an index, not a hash
+/// (several per path and decision).
+#[derive(Debug, Default)]
+pub(super) struct Clocks(Vec<Option<PathClock>>);
+
+impl Clocks {
+    pub(super) fn get(&self, path: &PathId) -> Option<&PathClock> {
+        self.0.get(path.0 as usize)?.as_ref()
+    }
+
+    /// Path `path`'s clock, to change: its version moves on (`PathClock::version`).
+    pub(super) fn get_mut(&mut self, path: &PathId) -> Option<&mut PathClock> {
+        let clock = self.0.get_mut(path.0 as usize)?.as_mut()?;
+        clock.version += 1;
+        Some(clock)
+    }
+
+    /// Path `path`'s clock, a new one if none is kept, to change: its version moves on.
+    pub(super) fn entry(&mut self, path: PathId, cfg: &WeaveConfig) -> &mut PathClock {
+        let clock = self.entry_unversioned(path, cfg);
+        clock.version += 1;
+        clock
+    }
+
+    /// As `entry`, for a caller that moves the version on itself if it changes anything.
+    fn entry_unversioned(&mut self, path: PathId, cfg: &WeaveConfig) -> &mut PathClock {
+        let i = path.0 as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i].get_or_insert_with(|| PathClock::new(cfg))
+    }
+
+    pub(super) fn remove(&mut self, path: &PathId) {
+        if let Some(clock) = self.0.get_mut(path.0 as usize) {
+            *clock = None;
+        }
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Index<&PathId> for Clocks {
+    type Output = PathClock;
+    fn index(&self, path: &PathId) -> &PathClock {
+        self.get(path).expect("a clock kept for the path")
+    }
+}
+
 /// What `weave` keeps of one path.
 #[derive(Debug, Default)]
 pub(super) struct PathClock {
@@ -79,6 +128,12 @@ pub(super) struct PathClock {
     /// sequence numbers; entries no longer in `Weave::predicted` are dropped when they reach
     /// the top (`Weave::earliest_answer`).
     pub(super) answers: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// What `peak` and `window_peak` were last updated with (now, rate, sRTT, window): an
+    /// update with the same again changes neither, and is skipped (`Weave::update_peaks`).
+    pub(super) peaks_updated: Option<(Instant, f64, Duration, u64)>,
+    /// Moves on with every change to the clock: `PerCall` recomputes a path's values only when
+    /// its view or its clock's version changed (or the time).
+    pub(super) version: u64,
 }
 
 /// One round trip of a path's answers: it lasts its smallest RTT sample.
@@ -160,17 +215,26 @@ impl Weave {
     pub(super) fn update_peaks(&mut self, view: &View<'_>) {
         for p in view.paths {
             let Some(rate) = p.delivery_rate else { continue };
-            let window = Duration::from_secs_f64(self.cfg.peak_window_rtts * p.srtt.as_secs_f64());
-            let state = self.clocks.entry(p.id).or_insert_with(|| PathClock::new(&self.cfg));
+            let state = self.clocks.entry_unversioned(p.id, &self.cfg);
             if let (Some(peak), Some(rtt)) = (state.peak.get(), state.last_round_pipe_rtt) {
-                if rate * self.cfg.pipe_gain < peak {
+                if rate * self.cfg.pipe_gain < peak && state.pipe_rtt != Some(rtt) {
                     state.pipe_rtt = Some(rtt);
+                    state.version += 1;
                 }
             }
             // The delivery rate is measured over a window's worth of answers, seconds when the
             // window is large and the cap holds the path to a few requests in flight; the last
             // round trip's answers show within one RTT that the path carries more.
             let rate = rate.max(state.last_round_rate.unwrap_or(0.0) * view.packet_size as f64);
+            // Between picks at one instant nothing of this changes: the filters, fed the same
+            // sample at the same time over the same window, would stay as they are.
+            let key = (view.now, rate, p.srtt, p.cwnd);
+            if state.peaks_updated == Some(key) {
+                continue;
+            }
+            state.peaks_updated = Some(key);
+            state.version += 1;
+            let window = Duration::from_secs_f64(self.cfg.peak_window_rtts * p.srtt.as_secs_f64());
             // Once the peak ages out, the best rate measured since takes over, not the latest:
             // that one may come from a window the control has just cut (BBR's ProbeRTT at 4
             // packets for 200 ms, longer than the delivery rate's lag behind its recovery).
@@ -192,15 +256,37 @@ impl Weave {
         (bytes / view.packet_size as f64).max(answered)
     }
 
-    /// Fills `call` for `view`: each path's rates and the seconds from now until the answer
-    /// to a request sent now on it, and the paths that may send, soonest answer first.
+    /// Fills `call` for `view`: each path's rates, the seconds from now until the answer to a
+    /// request sent now on it, and whether it is under its pipe cap; and the paths that may
+    /// send, soonest answer first. A path's values are recomputed only if the time, its view or
+    /// its clock changed since the last call: between the picks of one instant, only the path
+    /// that took the last pick has.
     pub(super) fn per_call(&self, view: &View<'_>, call: &mut PerCall) {
         let now = view.now.since_epoch().as_secs_f64();
-        call.at.clear();
-        call.rate.clear();
-        call.sooner.clear();
-        for p in view.paths {
+        let n = view.paths.len();
+        let key = (view.now, view.first_frame_shown(), view.packet_size);
+        let whole = call.key != Some(key) || call.views.len() != n;
+        if whole {
+            call.key = Some(key);
+            call.views.clear();
+            call.views.extend_from_slice(view.paths);
+            call.versions.clear();
+            call.versions.resize(n, None);
+            for values in [&mut call.at, &mut call.rate, &mut call.sooner] {
+                values.clear();
+                values.resize(n, 0.0);
+            }
+            call.under_cap.clear();
+            call.under_cap.resize(n, false);
+        }
+        let mut changed = whole;
+        for (j, p) in view.paths.iter().enumerate() {
             let state = self.clocks.get(&p.id);
+            let version = state.map(|c| c.version);
+            if !whole && call.versions[j] == version && call.views[j] == *p {
+                continue;
+            }
+            changed = true;
             let rate = Self::rate(state, view, p);
             let base = unqueued_answer(p);
             let at = match state {
@@ -217,9 +303,17 @@ impl Weave {
                 // Nothing asked on the path yet: Eq. 6 as Pscheduler has it.
                 _ => p.expected_time.as_secs_f64(),
             };
-            call.at.push(at);
-            call.rate.push(rate);
-            call.sooner.push(self.sooner_rate(state, rate, p));
+            call.at[j] = at;
+            call.rate[j] = rate;
+            call.sooner[j] = self.sooner_rate(state, rate, p);
+            call.under_cap[j] = self.under_pipe_cap(view, p);
+            call.versions[j] = version;
+            if !whole {
+                call.views[j].clone_from(p);
+            }
+        }
+        if !changed {
+            return;
         }
         let at = &call.at;
         call.order.clear();
@@ -286,6 +380,29 @@ mod tests {
         let mut call = PerCall::default();
         w.per_call(&f.view(), &mut call);
         assert!((call.at[0] - 0.030).abs() < 1e-9, "{:?}", call.at);
+    }
+
+    #[test]
+    fn a_paths_values_follow_its_clock_between_calls_at_one_instant() {
+        // Two calls at one instant on the same views: the second recomputes only a path whose
+        // clock changed, and that path's answer moves with its error term.
+        let f = Fixture::new(
+            vec![measured(path(0, 10, 10, 0)), measured(path(1, 50, 10, 0))],
+            0..1000,
+        );
+        let mut w = Weave::default();
+        w.clock_mut(PathId(1)).clock = Some(Instant::ZERO);
+        let mut call = PerCall::default();
+        w.per_call(&f.view(), &mut call);
+        let before = call.at.clone();
+        w.clock_mut(PathId(1)).error = 0.005;
+        w.per_call(&f.view(), &mut call);
+        assert_eq!(call.at[0], before[0]);
+        assert!(
+            (call.at[1] - before[1] - 0.005).abs() < 1e-9,
+            "{before:?} then {:?}",
+            call.at
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ use crate::path::PathId;
 use crate::player::Player;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
-use arrival::{PathClock, Round, loss_penalty, unqueued_answer};
+use arrival::{Clocks, PathClock, Round, loss_penalty, unqueued_answer};
 use shared::Sharing;
 use stall::{ArrivalRate, Queue};
 use std::cmp::Reverse;
@@ -90,7 +90,7 @@ pub struct Weave {
     copied: FastSet<u64>,
     requests: u64,
     copies: u64,
-    clocks: FastMap<PathId, PathClock>,
+    clocks: Clocks,
     /// Modelled answer of each request in flight.
     predicted: FastMap<(PathId, u64), Prediction>,
     /// Coherence of the paths' queueing delays.
@@ -118,18 +118,66 @@ pub struct Weave {
     /// The packet held back for a stall once a pick went past it, and its frame
     /// (`Weave::stall_hold`).
     held: Option<(u64, u64)>,
+    /// What the last call saw, if it picked nothing and changed nothing a decision reads
+    /// (`Idle`): a call on the same again picks nothing either.
+    idle: Option<Idle>,
+    /// The last call started, confirmed or ended a shared-queue trial.
+    sharing_moved: bool,
+}
+
+/// What a call that picked nothing saw besides the paths' views (`PerCall::views` keeps those):
+/// the time, the in-order cursor, the task's end, the buffer's limit, the player's buffer, the
+/// packet size, and the pending queue
+/// (its holes' count and ends, the new numbers' range). With no player attached, no event
+/// since and no trial moved, a call on the same views and these picks nothing again (every
+/// value it reads is the same, and what it updates, the peaks and the arrival samples, it
+/// updates to the same), so the calls that follow a poll whose windows are all at their pipe
+/// cap cost a comparison.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Idle {
+    now: Instant,
+    cursor: u64,
+    task_end: u64,
+    reorder_limit: u64,
+    player_buffer: Option<Duration>,
+    packet_size: u64,
+    holes: (usize, Option<u64>, Option<u64>),
+    new: (u64, u64),
+}
+
+impl Idle {
+    fn of(view: &View<'_>) -> Idle {
+        let holes = view.pending.holes;
+        Idle {
+            now: view.now,
+            cursor: view.cursor,
+            task_end: view.task_end,
+            reorder_limit: view.reorder_limit,
+            player_buffer: view.player_buffer,
+            packet_size: view.packet_size,
+            holes: (holes.len(), holes.first().copied(), holes.last().copied()),
+            new: (view.pending.next_new, view.pending.new_end),
+        }
+    }
 }
 
 /// What one `next()` call reads of each path, computed once per call rather than once per
 /// use (each path's Eq. 7 offset and drain time read every sooner path's rate): the arrival
-/// clock, the path's rate, and the rate it counts at in a later path's offset; and the paths
-/// that may send, soonest first. Kept between calls so that a call allocates nothing.
+/// clock, the path's rate, the rate it counts at in a later path's offset, and whether it is
+/// under its pipe cap; and the paths that may send, soonest first. Kept between calls so
+/// that a call allocates nothing, and recomputes only the paths that changed (`per_call`).
 #[derive(Debug, Default)]
 pub(super) struct PerCall {
     at: Vec<f64>,
     rate: Vec<f64>,
     sooner: Vec<f64>,
+    under_cap: Vec<bool>,
     order: Vec<usize>,
+    /// What the values were computed from: the time, whether the first frame was shown and
+    /// the packet size; each path's view and its clock's version.
+    key: Option<(Instant, Option<bool>, u64)>,
+    views: Vec<PathView>,
+    versions: Vec<Option<u64>>,
     /// Room for `Weave::steady_out_of_order`'s median.
     scratch: Vec<f64>,
 }
@@ -161,7 +209,7 @@ impl Weave {
             copied: FastSet::default(),
             requests: 0,
             copies: 0,
-            clocks: FastMap::default(),
+            clocks: Clocks::default(),
             predicted: FastMap::default(),
             queues: SharedBottleneck::default(),
             sharing: FastMap::default(),
@@ -173,6 +221,8 @@ impl Weave {
             out_of_order: VecDeque::new(),
             steady: None,
             held: None,
+            idle: None,
+            sharing_moved: false,
         }
     }
 
@@ -183,7 +233,7 @@ impl Weave {
 
     /// What weave keeps of path `path` (kept from now on).
     fn clock_mut(&mut self, path: PathId) -> &mut PathClock {
-        self.clocks.entry(path).or_insert_with(|| PathClock::new(&self.cfg))
+        self.clocks.entry(path, &self.cfg)
     }
 
     /// Sends `seq` on path `p`, whose answer is predicted `arrival` seconds from now.
@@ -233,7 +283,7 @@ impl Weave {
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         for &j in &call.order {
             let p = &view.paths[j];
-            if !self.under_pipe_cap(view, p) || (self.cfg.shared_trial && self.shadowed(view, call, j)) {
+            if !call.under_cap[j] || (self.cfg.shared_trial && self.shadowed(view, call, j)) {
                 continue;
             }
             could_copy |= may_copy;
@@ -297,7 +347,15 @@ impl Scheduler for Weave {
     }
 
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
+        if let Some(idle) = self.idle.take() {
+            if view.player.is_none() && idle == Idle::of(view) && self.call.views == view.paths {
+                // `wake` stays what that call set.
+                self.idle = Some(idle);
+                return None;
+            }
+        }
         self.wake = None;
+        self.sharing_moved = false;
         self.update_peaks(view);
         self.first_cursor.get_or_insert(view.cursor);
         self.sample_arrivals(view.now);
@@ -328,6 +386,9 @@ impl Scheduler for Weave {
                 .map(|at| at + Duration::from_micros(1));
             self.wake = min_of(self.wake, dry);
         }
+        if pick.is_none() && view.player.is_none() && !self.sharing_moved {
+            self.idle = Some(Idle::of(view));
+        }
         pick
     }
 
@@ -336,6 +397,7 @@ impl Scheduler for Weave {
     }
 
     fn on_event(&mut self, now: Instant, event: &SchedEvent) {
+        self.idle = None;
         match *event {
             SchedEvent::Arrived {
                 path,
@@ -344,8 +406,10 @@ impl Scheduler for Weave {
                 duplicate,
             } => {
                 self.arrived += u64::from(!duplicate);
-                self.copied.remove(&seq);
-                let state = self.clocks.entry(path).or_insert_with(|| PathClock::new(&self.cfg));
+                if !self.copied.is_empty() {
+                    self.copied.remove(&seq);
+                }
+                let state = self.clocks.entry(path, &self.cfg);
                 let predicted = self.predicted.remove(&(path, seq));
                 // A zero RTT: the answer matched no request in flight, so no sample.
                 if rtt > Duration::ZERO {

@@ -39,10 +39,16 @@ impl Weave {
         let answered = |p: &PathView| self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
         for (j, kept) in view.paths.iter().enumerate() {
             let pair = (me.id.min(kept.id), me.id.max(kept.id));
-            if j == i || self.separate.contains(&pair) {
+            // Most downloads never suspect a pair: no hashing then.
+            if j == i || (!self.separate.is_empty() && self.separate.contains(&pair)) {
                 continue;
             }
-            match self.sharing.get(&pair).copied() {
+            let sharing = if self.sharing.is_empty() {
+                None
+            } else {
+                self.sharing.get(&pair).copied()
+            };
+            match sharing {
                 Some(Sharing::Confirmed { keep }) => {
                     // Only while the kept path answers sooner: it may fail or fall behind.
                     if keep == kept.id && at[j] <= at[i] {
@@ -56,10 +62,12 @@ impl Weave {
                     }
                     if answered(kept) >= needed {
                         self.sharing.insert(pair, Sharing::Confirmed { keep });
+                        self.sharing_moved = true;
                         return true;
                     }
                     self.sharing.remove(&pair);
                     self.separate.insert(pair);
+                    self.sharing_moved = true;
                 }
                 Some(Sharing::Trial { .. }) => {}
                 None => {
@@ -82,6 +90,7 @@ impl Weave {
                     let no_gain = theirs + 0.5 * mine <= call.rate[j];
                     let measurable = theirs > 0.0 && mine > 0.0 && mine >= self.cfg.shared_min_share * (mine + theirs);
                     if later && no_gain && measurable && !view.pending.is_empty() && coherent() {
+                        self.sharing_moved = true;
                         self.sharing.insert(
                             pair,
                             Sharing::Trial {
