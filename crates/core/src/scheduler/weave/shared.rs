@@ -10,6 +10,12 @@
 //! over if the sooner fails or falls behind); otherwise the pair is not suspected again
 //! (two separate links the same requests fill at once, which the coherence alone cannot
 //! tell apart).
+//! With `shared_one_trial`, a pair is tried only while neither path is in another trial, the later path keeps none
+//! idle and the sooner is idle in no one's place: several paths behind one access line
+//! share one rate, and trials run at once each credited the kept path's gain to themselves
+//! (four edges behind a 12 Mbit/s line, `scenarios/shared-access.toml`: the two or three
+//! later edges left idle together behind a near edge whose own 8 Mbit/s link could not
+//! carry their shares, or tried behind an edge that was itself idle).
 
 use super::{PerCall, Weave};
 use crate::path::PathId;
@@ -89,7 +95,13 @@ impl Weave {
                     let (mine, theirs) = (answered(me), answered(kept));
                     let no_gain = theirs + 0.5 * mine <= call.rate[j];
                     let measurable = theirs > 0.0 && mine > 0.0 && mine >= self.cfg.shared_min_share * (mine + theirs);
-                    if later && no_gain && measurable && !view.pending.is_empty() && coherent() {
+                    if later
+                        && no_gain
+                        && measurable
+                        && !view.pending.is_empty()
+                        && self.free_for_a_trial(kept.id, me.id)
+                        && coherent()
+                    {
                         self.sharing_moved = true;
                         self.sharing.insert(
                             pair,
@@ -105,6 +117,22 @@ impl Weave {
             }
         }
         false
+    }
+
+    /// Neither path is part of another trial, `idle` keeps no path idle and `keep` is idle
+    /// in no path's place. One queue has one rate to share: trials that run at once, or a
+    /// kept path that is itself left idle, measure each other's shares (see the module's doc).
+    fn free_for_a_trial(&self, keep: PathId, idle: PathId) -> bool {
+        !self.cfg.shared_one_trial
+            || self.sharing.iter().all(|(&(a, b), sharing)| {
+                let (kept, trial) = match *sharing {
+                    Sharing::Trial { keep, .. } => (keep, true),
+                    Sharing::Confirmed { keep } => (keep, false),
+                };
+                let left_idle = if kept == a { b } else { a };
+                let involved = |p: PathId| p == a || p == b;
+                !involved(idle) && left_idle != keep && !(trial && kept == keep)
+            })
     }
 }
 
@@ -180,5 +208,49 @@ mod tests {
         // Separate queues (the slow one's moves on another rhythm): no trial at all.
         let (at_start, _) = slow_path_picks_beside_a_queue(saw, |bin| ((bin * 7) % 3) as f64, 1200.0);
         assert_eq!(at_start.map(|p| p.path), Some(PathId(1)));
+    }
+
+    #[test]
+    fn a_second_path_is_not_tried_behind_one_already_on_trial() {
+        // The fast path (full window, 1500 packets/s peak) answers 1000 packets/s, two later
+        // paths 200 each, all three queueing delays on one saw: both later ones qualify for a
+        // trial behind the fast one. The first is left idle; the second, tried at once, would
+        // credit the fast path's gain from the first's share to itself: it keeps its requests
+        // until the first trial ends.
+        let mut fast = path(0, 10, 10, 10);
+        fast.delivery_rate = Some(1_500_000.0);
+        let f = Fixture::new(
+            vec![fast, measured(path(1, 30, 10, 0)), measured(path(2, 40, 10, 0))],
+            0..1000,
+        );
+        let mut w = Weave::with_config(WeaveConfig {
+            shared_one_trial: true,
+            ..WeaveConfig::default()
+        });
+        w.update_peaks(&f.view());
+        let mut answers: Vec<(u64, u32, f64)> = Vec::new();
+        for us in (0..400_000).step_by(1000) {
+            answers.push((us, 0, 10.0 + saw(us / 10_000)));
+        }
+        for (p, rtt) in [(1, 30.0), (2, 40.0)] {
+            for us in (0..400_000).step_by(5000) {
+                answers.push((us + 500 * u64::from(p), p, rtt + saw(us / 10_000)));
+            }
+        }
+        answers.sort_by_key(|a| a.0);
+        for (seq, (us, p, rtt_ms)) in (5000..).zip(answers) {
+            w.on_event(
+                Instant::from_nanos(us * 1000),
+                &SchedEvent::Arrived {
+                    path: PathId(p),
+                    seq,
+                    rtt: Duration::from_secs_f64(rtt_ms / 1e3),
+                    duplicate: false,
+                },
+            );
+        }
+        let mut f = f;
+        f.now = Instant::from_nanos(400_000_000);
+        assert_eq!(w.next(&f.view()).map(|p| p.path), Some(PathId(2)));
     }
 }
