@@ -18,6 +18,11 @@ docs/figures/STEM/rows.json. It then writes
                                  (MPRD Fig. 7 and Pscheduler Fig. 18 grouped into one table per
                                  panel, with the server/path count)
 
+    docs/figures/fleet/STEM.txt  the fleet files (scenarios/pscheduler-ab-day.toml, Pscheduler's
+                                 A/B test, and scenarios/fleet-placements.toml), one run each,
+                                 with their charts in docs/figures/fleet/STEM/
+                                 (`--only ab-day --only fleet-placements` runs these alone)
+
 and refills the generated blocks of docs/reproduction.md (between
 "<!-- BEGIN generated KEY -->" and "<!-- END generated KEY -->"): short tables as in tables.md,
 long ones cut to the papers' schedulers and weave or to their commands, with a link to the full
@@ -37,7 +42,7 @@ Usage (from anywhere; Python 3 standard library only):
     scripts/reproduce.py --no-build --bin /path/to/pcdn
     scripts/reproduce.py --out ~/pcdn-figures   # write everything into a folder of your own
 
-A full run takes about 40 minutes on 2 cores (each scenario's progress is passed on to stderr
+A full run takes about 75 minutes on 2 cores (each scenario's progress is passed on to stderr
 every few seconds); --only takes a few minutes a file.
 
 The binary is copied to a temporary file before the runs, so a concurrent `cargo build`
@@ -76,7 +81,9 @@ def stems():
     names = sorted(
         f[:-5]
         for f in os.listdir(SCENARIOS)
-        if f.endswith(".toml") and f.startswith(("pscheduler-", "mprd-", "kondo-"))
+        if f.endswith(".toml")
+        and f.startswith(("pscheduler-", "mprd-", "kondo-"))
+        and f[:-5] not in FLEET_BLOCKS
     )
 
     def key(stem):
@@ -89,6 +96,58 @@ def stems():
         "extra/" + f[:-5] for f in os.listdir(EXTRA) if f.endswith(".toml")
     ) if os.path.isdir(EXTRA) else []
     return sorted(names, key=key) + extra
+
+
+# Fleet files (one run each, a text table and charts in FIGURES/fleet/) and the generated
+# block of docs/reproduction.md each fills.
+FLEET_BLOCKS = {"pscheduler-ab-day": "fleet-ab", "fleet-placements": "fleet-placements"}
+
+
+def run_fleet(binary, selected, commit):
+    """Runs each selected fleet file once (`pcdn sim FILE --plot FIGURES/fleet/STEM`) into
+    FIGURES/fleet/STEM.txt, under a header with the command, the commit and the run time.
+    Returns failures."""
+    failures = []
+    outdir = os.path.join(FIGURES, "fleet")
+    os.makedirs(outdir, exist_ok=True)
+    for stem in selected:
+        plots = shown_path(os.path.join(outdir, stem))
+        cmd = ["target/release/pcdn", "sim", toml_of(stem), "--plot", plots]
+        shown = " ".join(["pcdn"] + cmd[1:])
+        proc, wall = timed_run(binary, cmd, shown)
+        if proc.returncode != 0:
+            failures.append(f"{stem}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            continue
+        day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        header = f"$ {shown}\n# commit {commit}, {day}, {wall:.0f} s wall on {os.cpu_count()} cores\n\n"
+        with open(os.path.join(outdir, stem + ".txt"), "w", encoding="utf-8") as f:
+            f.write(header + proc.stdout.rstrip() + "\n")
+        manifest_path = os.path.join(FIGURES, "manifest.json")
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        manifest["scenarios"]["fleet/" + stem] = {
+            "command": shown,
+            "wall_s": round(wall, 1),
+            "exit": proc.returncode,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit,
+            "binary_sha256": sha256_file(binary),
+        }
+        with open(manifest_path, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+    return failures
+
+
+def fleet_blocks():
+    """The fleet tables for docs/reproduction.md's generated blocks, from FIGURES/fleet/*.txt."""
+    out = {}
+    for stem, key in FLEET_BLOCKS.items():
+        path = os.path.join(FIGURES, "fleet", stem + ".txt")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                out[key] = "```text\n" + f.read().rstrip("\n") + "\n```\n"
+    return out
 
 
 def toml_of(stem):
@@ -133,9 +192,10 @@ def row_warnings(stem, rows):
         label = f"{stem}: {r['scheduler']}/{r['cc']}" + (
             f" @ {r['sweep']}" if r.get("sweep") is not None else ""
         )
-        if r["aggregation"] > 1.0 + 1e-9:
+        # Fleet rows (an A/B file's) carry neither aggregation nor repeats.
+        if r.get("aggregation", 0.0) > 1.0 + 1e-9:
             out.append(f"{label}: aggregation {r['aggregation']:.3f} > 1")
-        if r["completed"] < r["repeats"]:
+        if r.get("completed", 0) < r.get("repeats", 0):
             out.append(f"{label}: only {r['completed']}/{r['repeats']} repeats completed")
     return out
 
@@ -167,10 +227,12 @@ def timed_run(binary, cmd, shown, label="=="):
     return types.SimpleNamespace(returncode=child.returncode, stdout=stdout, stderr="".join(err_lines)), wall
 
 
-def run_all(binary, selected, built):
+def run_all(binary, selected, built, fresh):
+    """Runs the selected files into FIGURES/STEM/rows.json and records each run in
+    manifest.json; `fresh` (a full run) forgets the runs recorded before. Returns failures."""
     manifest_path = os.path.join(FIGURES, "manifest.json")
     manifest = {}
-    if os.path.exists(manifest_path):
+    if os.path.exists(manifest_path) and not fresh:
         with open(manifest_path, encoding="utf-8") as f:
             manifest = json.load(f)
     manifest.setdefault("scenarios", {})
@@ -215,7 +277,8 @@ def run_all(binary, selected, built):
             rows = json.loads(proc.stdout)
             with open(os.path.join(ROOT, outdir, "rows.json"), "w", encoding="utf-8") as f:
                 f.write(proc.stdout)
-            entry["warnings"] = row_warnings(stem, rows)
+            # An A/B file's output is {"ab": ..., "rows": [...]}; a plain file's, the rows.
+            entry["warnings"] = row_warnings(stem, rows["rows"] if isinstance(rows, dict) else rows)
             for w in entry["warnings"]:
                 print("WARNING " + w, flush=True)
         manifest["scenarios"][stem] = entry
@@ -831,6 +894,7 @@ def blocks():
     import transports  # the papers' transport against pull (scripts/transports.py)
 
     out["transports"] = transports.table(FIGURES)
+    out.update(fleet_blocks())
     out["run"] = run_record(manifest)
     return manifest, out
 
@@ -878,7 +942,7 @@ def page_block(key, text):
     as their commands. Each cut block links its full version in tables.md."""
     link = f"\nEvery scheduler: [tables.md, {key}](figures/tables.md#{anchor(key)}).\n"
     lines = text.rstrip("\n").split("\n")
-    if key in ("scorecard", "transports") or (len(lines) <= PAGE_LINES and not key.endswith(":pauses")):
+    if key in ("scorecard", "transports", *FLEET_BLOCKS.values()) or (len(lines) <= PAGE_LINES and not key.endswith(":pauses")):
         return text
     if key == "kondo":
         keep, on = [], True  # the commands, before the first table
@@ -1002,11 +1066,13 @@ def main():
             binary = os.path.join(tmp, "pcdn")
             shutil.copy2(args.bin, binary)
             if not args.confirm_only:
-                failures = run_all(binary, selected, not args.no_build)
+                failures = run_all(binary, selected, not args.no_build, not args.only)
                 if not args.only or any(o in "transports" for o in args.only):
                     import transports  # each paper's file on its testbed's transport and on pull
 
                     failures += transports.run_all(binary, FIGURES)
+                fleet = [s for s in FLEET_BLOCKS if not args.only or any(o in s for o in args.only)]
+                failures += run_fleet(binary, fleet, git("rev-parse", "--short", "HEAD").strip())
             failures += confirm_all(binary, selected)
     write_tables()
 
