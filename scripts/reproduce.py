@@ -42,7 +42,7 @@ Usage (from anywhere; Python 3 standard library only):
     scripts/reproduce.py --no-build --bin /path/to/pcdn
     scripts/reproduce.py --out ~/pcdn-figures   # write everything into a folder of your own
 
-A full run takes about 75 minutes on 2 cores (each scenario's progress is passed on to stderr
+A full run takes two to four hours on 2 cores (each scenario's progress is passed on to stderr
 every few seconds); --only takes a few minutes a file.
 
 The binary is copied to a temporary file before the runs, so a concurrent `cargo build`
@@ -123,9 +123,11 @@ def run_fleet(binary, selected, commit):
         with open(os.path.join(outdir, stem + ".txt"), "w", encoding="utf-8") as f:
             f.write(header + proc.stdout.rstrip() + "\n")
         manifest_path = os.path.join(FIGURES, "manifest.json")
-        with open(manifest_path, encoding="utf-8") as f:
-            manifest = json.load(f)
-        manifest["scenarios"]["fleet/" + stem] = {
+        manifest = {}
+        if os.path.exists(manifest_path):
+            with open(manifest_path, encoding="utf-8") as f:
+                manifest = json.load(f)
+        manifest.setdefault("scenarios", {})["fleet/" + stem] = {
             "command": shown,
             "wall_s": round(wall, 1),
             "exit": proc.returncode,
