@@ -244,20 +244,7 @@ fn bad_datagrams_from_a_server_are_dropped() {
     wrong_version[0] = 2;
     let truncated = data(conn_id, 0)[..20].to_vec();
     let oversized = vec![0x01; 2000];
-    let short_payload = {
-        let mut b = Vec::new();
-        wire::encode_data(
-            &mut b,
-            &wire::Data {
-                conn_id,
-                request_id: 0,
-                seq: 0,
-                payload: &[0; 10],
-            },
-        )
-        .unwrap();
-        b
-    };
+    let short_payload = common::data_of_len(conn_id, 0, 10);
     let past_end = data(conn_id, 0);
     let mut past_end = past_end;
     past_end[18..26].copy_from_slice(&500u64.to_be_bytes());
