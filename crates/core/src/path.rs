@@ -275,6 +275,10 @@ pub(crate) struct Path {
     /// When the oldest request in flight was sent: kept current by every change to the
     /// ledger's front, as the download asks for the RTO deadline after every event.
     oldest_sent: Option<Instant>,
+    /// When the path last answered a request in flight: the timeout restarts there (RFC 6298
+    /// §5.3), so it fires on a path gone silent, not on one loss among answers that keep
+    /// coming, which the thresholds judge.
+    answered_at: Option<Instant>,
     /// RFC 9002 §6.1.1's packet threshold (`DownloadConfig::reorder_threshold`).
     packet_threshold: u64,
     /// The reordering window of the time threshold (RFC 8985 §6.2).
@@ -328,6 +332,7 @@ impl Path {
             view_dirty: true,
             view_at: now,
             rto: Duration::ZERO,
+            answered_at: None,
             rto_ns: 0,
             oldest_sent: None,
         }
@@ -571,6 +576,7 @@ impl Path {
         let entry = *self.entry_mut(pn)?;
         self.entry_mut(pn)?.done = true;
         self.last_answered = Some(entry.seq);
+        self.answered_at = Some(now);
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         if self.reorder.on_answer(pn) {
             self.view_stale = true;
@@ -658,19 +664,20 @@ impl Path {
         Some(self.oldest_sent? + self.loss_delay())
     }
 
-    /// When the oldest request in flight times out.
+    /// When the path times out: one RTO after the oldest request in flight was sent or the
+    /// path last answered, whichever is later (RFC 6298 §5.3 restarts the timer on every
+    /// acknowledgment of new data).
     pub fn rto_deadline(&self) -> Option<Instant> {
-        // `sent + rto`, which saturates the same way.
-        let deadline = self
-            .oldest_sent
-            .map(|sent| Instant::from_nanos(sent.as_nanos().saturating_add(self.rto_ns)));
+        let start = self.oldest_sent?.max(self.answered_at.unwrap_or(Instant::ZERO));
+        // `start + rto`, which saturates the same way.
+        let deadline = Some(Instant::from_nanos(start.as_nanos().saturating_add(self.rto_ns)));
         debug_assert_eq!(deadline, self.find_deadline(), "the deadline is current");
         deadline
     }
 
     fn find_deadline(&self) -> Option<Instant> {
         let oldest = self.ledger.iter().find(|s| !s.done)?;
-        Some(oldest.sent + self.rto)
+        Some(oldest.sent.max(self.answered_at.unwrap_or(Instant::ZERO)) + self.rto)
     }
 
     /// The packet to probe this path with, when it is in timeout recovery with nothing in
@@ -697,8 +704,8 @@ impl Path {
     /// Retransmission timeout (RFC 6298 §5.4–5.6); the RTO backs off. Returns whether the
     /// timer fired.
     ///
-    /// The first timeout of a series loses the requests older than one RTO (the oldest,
-    /// usually), as TCP retransmits the earliest segment, and is one congestion signal (RFC
+    /// The first timeout of a series loses the oldest request (with any sent at its instant),
+    /// as TCP retransmits the earliest segment, and is one congestion signal (RFC
     /// 5681 §3.1). The rest stay in flight. The path takes no new requests meanwhile (see
     /// `cwnd_packets`), so an answer before the next timeout answers a request sent before
     /// this one: F-RTO's proof of a spurious timeout (RFC 5682 §2.1 step 3b, an
@@ -724,15 +731,20 @@ impl Path {
             return false;
         }
         let first_of_series = self.consecutive_timeouts == 0;
-        // Every request in flight from the second timeout on.
-        let older_than = if first_of_series { self.rto } else { Duration::ZERO };
+        // The oldest requests (those sent at the oldest's instant) on the first timeout, every
+        // request in flight from the second on.
+        let sent_by = if first_of_series {
+            self.oldest_sent.unwrap_or(now)
+        } else {
+            now
+        };
         let mut signal = first_of_series;
         for pn in self.base_pn..self.next_pn {
             let Some(entry) = self.entry_mut(pn) else { break };
             if entry.done {
                 continue;
             }
-            if entry.sent + older_than > now {
+            if entry.sent > sent_by {
                 break;
             }
             // One timeout is one congestion signal, whatever number of requests it covers.

@@ -429,10 +429,11 @@ fn a_second_timeout_gives_back_every_request_and_probes_with_a_delivered_packet(
 }
 
 #[test]
-fn a_path_the_time_threshold_empties_in_timeout_recovery_is_probed() {
-    // The first timeout of a series leaves the requests younger than one RTO in flight, and
-    // the path takes no new ones; if the loss time threshold then loses those, nothing is in
-    // flight and no timer would fire again: the path must be probed at once.
+fn an_answer_restarts_the_timeout_and_the_thresholds_judge_the_losses_before_it() {
+    // RFC 6298 §5.3: every answer to a request in flight restarts the timer. A loss among
+    // answers that keep coming is then found by the thresholds, a plain loss, not by a
+    // timeout, which `weft` reads as heavy congestion and which holds the path's window at
+    // zero until the next answer.
     let mut config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
     // Strict spacing: each 5 ms tick lets out one request, not a tick's worth of lost time.
     config.pacing_slack = Duration::ZERO;
@@ -459,34 +460,34 @@ fn a_path_the_time_threshold_empties_in_timeout_recovery_is_probed() {
     );
     let [oldest, middle, newest] = [100, 105, 110].map(|t| sent.iter().find(|s| s.1 == t).unwrap().0);
     assert_eq!(last, vec![newest]);
-    // The newest comes back after 182 ms, before the 200 ms RTO of the oldest. The sample
-    // lifts the RTO to about 202 ms and the time threshold to 9/8 · 182 = 204.75 ms: the
-    // oldest times out first, the middle one is then lost by the time threshold.
+    // The newest comes back after 182 ms, 8 ms before the oldest's 200 ms RTO would fire
+    // counted from its sending. Counted from this answer, the timeout is 200 ms away, and the
+    // time threshold (9/8 · 182 = 204.75 ms from each request's sending) loses the oldest
+    // and then the middle one first, with no timeout.
     d.handle_datagram(ms(292), p, &long_data(conn_id, newest));
     assert_eq!(d.stats().losses, 0);
-    let rto = d.poll_timeout().expect("the RTO is armed");
-    d.handle_timeout(rto);
+    let first = d.poll_timeout().expect("a timer is armed");
+    assert_eq!(
+        first,
+        ms(100) + Duration::from_micros(204_750),
+        "the loss timer, not the RTO"
+    );
+    d.handle_timeout(first);
     assert_eq!(
         (d.stats().paths[0].timeouts, d.stats().losses),
-        (1, 1),
-        "{oldest} timed out"
+        (0, 1),
+        "{oldest} lost by time"
     );
-    assert!(
-        requested(&transmits(&mut d, rto)).is_empty(),
-        "in recovery, no new requests"
-    );
-    let loss = d.poll_timeout().expect("the loss timer is armed");
-    assert_eq!(loss, ms(105) + Duration::from_micros(204_750));
-    d.handle_timeout(loss);
+    let second = d.poll_timeout().expect("a timer is armed");
+    assert_eq!(second, ms(105) + Duration::from_micros(204_750));
+    d.handle_timeout(second);
     assert_eq!(
         (d.stats().paths[0].timeouts, d.stats().losses),
-        (1, 2),
+        (0, 2),
         "{middle} lost by time"
     );
-    // Nothing in flight: a probe with the last packet the path delivered, which holds up
-    // nothing, and a timer for it.
-    assert_eq!(requested(&transmits(&mut d, loss)), vec![newest]);
-    assert!(d.poll_timeout().is_some(), "the probe's timer is armed");
+    // Not in timeout recovery: the path asks again for what it lost.
+    assert!(!requested(&transmits(&mut d, second)).is_empty());
 }
 
 /// Requests a weft path sends once its RTT is known (at 40 ms, when its pacer last let one

@@ -518,13 +518,13 @@ mod download {
         assert_eq!(err, ConfigError::Video(SpecError::Zero { field: "gop" }));
     }
 
-    /// A fast edge that drops a third of its packets beside a slower, clean origin, and a video
-    /// that needs both: minrtt fills the edge first, the buffer runs low, segments jump.
+    /// A near edge that drops a third of its packets beside a clean origin at the video's
+    /// bitrate: minrtt fills the edge first, its losses keep the buffer low, segments jump.
     fn lossy_edge_world(jump: Option<JumpToCdn>) -> (Harness, Sends) {
         let mut spec = VideoSpec::new(6_000_000, Duration::from_secs(20));
         spec.segment = Duration::from_secs(4);
         let sends = Sends::default();
-        let specs = [path(5, 40, 0.0, true), path(6, 5, 0.33, false)];
+        let specs = [path(6, 40, 0.0, true), path(6, 5, 0.33, false)];
         let mut h = harness(config(spec, jump), "minrtt", &specs, &sends);
         assert!(h.run(Duration::from_secs(120)), "the download completes");
         let done = h.now;
