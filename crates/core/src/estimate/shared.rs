@@ -21,6 +21,7 @@
 use crate::path::PathId;
 use crate::time::{Duration, Instant};
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 /// Width of the common time bins: a path answering 660 packets a second (Fig. 5's slow
 /// path) has several samples in one.
@@ -69,10 +70,12 @@ impl PairStats {
 pub struct SharedBottleneck {
     /// The bin being filled (its index, `now / BIN`).
     bin: u64,
-    /// Sum and count of each path's samples in the current bin.
-    current: HashMap<PathId, (f64, u32)>,
-    /// Moments per pair, keyed with the smaller id first.
-    pairs: HashMap<(PathId, PathId), PairStats>,
+    /// Sum and count of each path's samples in the current bin: a few paths, searched in
+    /// place (a sample per answer, where hashing its id cost more than the search).
+    current: Vec<(PathId, (f64, u32))>,
+    /// Moments per pair, keyed with the smaller id first; our own keys, so a fast hash
+    /// (`ahash`, fixed keys). Nothing iterates it in an order a result could see.
+    pairs: HashMap<(PathId, PathId), PairStats, BuildHasherDefault<ahash::AHasher>>,
 }
 
 fn key(a: PathId, b: PathId) -> (PathId, PathId) {
@@ -87,7 +90,13 @@ impl SharedBottleneck {
             self.close_bin();
             self.bin = bin;
         }
-        let slot = self.current.entry(path).or_insert((0.0, 0));
+        let slot = match self.current.iter().position(|&(p, _)| p == path) {
+            Some(i) => &mut self.current[i].1,
+            None => {
+                self.current.push((path, (0.0, 0)));
+                &mut self.current.last_mut().expect("just pushed").1
+            }
+        };
         slot.0 += delay;
         slot.1 += 1;
     }
@@ -96,7 +105,7 @@ impl SharedBottleneck {
     fn close_bin(&mut self) {
         let mut means: Vec<(PathId, f64)> = self
             .current
-            .drain()
+            .drain(..)
             .map(|(path, (sum, n))| (path, sum / f64::from(n)))
             .collect();
         // Ascending ids: each pair's first value is its smaller id's.
@@ -123,7 +132,7 @@ impl SharedBottleneck {
 
     /// Forgets a path.
     pub fn remove(&mut self, path: PathId) {
-        self.current.remove(&path);
+        self.current.retain(|&(p, _)| p != path);
         self.pairs.retain(|&(a, b), _| a != path && b != path);
     }
 }

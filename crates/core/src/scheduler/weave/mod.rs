@@ -102,8 +102,14 @@ pub struct Weave {
     /// When a request in flight turns overdue, after a call that picked nothing
     /// (`Weave::next_overdue`).
     wake: Option<Instant>,
-    /// The per-path values of the call under way (`PerCall`).
-    call: PerCall,
+    /// The per-path values of the call under way (`PerCall`); boxed, so that `next` takes it
+    /// out and puts it back as a pointer, not a copy of its vectors.
+    call: Option<Box<PerCall>>,
+    /// Room for `Weave::steady_out_of_order`'s median.
+    scratch: Vec<f64>,
+    /// When the arrivals were last sampled: a second sample at the same instant changes
+    /// nothing (`Weave::sample_arrivals`).
+    sampled_at: Option<Instant>,
     /// Unique packets arrived, and their rate over `front_window` and `last_stall_window`.
     arrived: u64,
     front_rate: ArrivalRate,
@@ -178,8 +184,6 @@ pub(super) struct PerCall {
     key: Option<(Instant, Option<bool>, u64)>,
     views: Vec<PathView>,
     versions: Vec<Option<u64>>,
-    /// Room for `Weave::steady_out_of_order`'s median.
-    scratch: Vec<f64>,
 }
 
 /// The model's answer to one request in flight.
@@ -215,7 +219,9 @@ impl Weave {
             sharing: FastMap::default(),
             separate: FastSet::default(),
             wake: None,
-            call: PerCall::default(),
+            call: None,
+            scratch: Vec::new(),
+            sampled_at: None,
             arrived: 0,
             first_cursor: None,
             out_of_order: VecDeque::new(),
@@ -348,7 +354,10 @@ impl Scheduler for Weave {
 
     fn next(&mut self, view: &View<'_>) -> Option<Pick> {
         if let Some(idle) = self.idle.take() {
-            if view.player.is_none() && idle == Idle::of(view) && self.call.views == view.paths {
+            if view.player.is_none()
+                && idle == Idle::of(view)
+                && self.call.as_ref().is_some_and(|call| call.views == view.paths)
+            {
                 // `wake` stays what that call set.
                 self.idle = Some(idle);
                 return None;
@@ -360,7 +369,7 @@ impl Scheduler for Weave {
         self.first_cursor.get_or_insert(view.cursor);
         self.sample_arrivals(view.now);
         let hold = self.stall_hold(view);
-        let mut call = std::mem::take(&mut self.call);
+        let mut call = self.call.take().unwrap_or_default();
         self.per_call(view, &mut call);
         // Held only while something else is pending: the task cannot end without the packet,
         // and the paths would idle until playback stalls.
@@ -377,7 +386,7 @@ impl Scheduler for Weave {
                 self.held = Some(hold);
             }
         }
-        self.call = call;
+        self.call = Some(call);
         if queue.held.is_some() {
             // The hold ends once playback stalls at it: be called then.
             let dry = view

@@ -102,6 +102,15 @@ impl Queue<'_> {
 
 impl Weave {
     pub(super) fn sample_arrivals(&mut self, now: Instant) {
+        // Sampled at this instant already: with a spacing, no second sample is kept, and the
+        // window drops nothing more.
+        if self.sampled_at == Some(now)
+            && self.front_rate.spacing > Duration::ZERO
+            && self.long_rate.spacing > Duration::ZERO
+        {
+            return;
+        }
+        self.sampled_at = Some(now);
         self.front_rate.sample(now, self.arrived);
         self.long_rate.sample(now, self.arrived);
     }
@@ -142,7 +151,7 @@ impl Weave {
         }
         if changed {
             let complete = self.out_of_order.len().saturating_sub(1);
-            let most = &mut self.call.scratch;
+            let most = &mut self.scratch;
             most.clear();
             most.extend(self.out_of_order.iter().take(complete).map(|&(_, most)| most));
             self.steady = (complete > 0).then(|| *most.select_nth_unstable_by(complete / 2, f64::total_cmp).1);
