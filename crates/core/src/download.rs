@@ -25,13 +25,14 @@ use crate::cc::Controller;
 use crate::manifest::{Manifest, ManifestError};
 use crate::path::{Path, PathId, PathState, PathStats, ReorderConfig, ServerInfo};
 use crate::player::{Player, PlayerConfig, SpecError};
+use crate::scheduler::Holes;
 use crate::scheduler::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
 use crate::stats::{Stats, TaskStats};
 use crate::time::{Duration, Instant};
 use pcdn_wire as wire;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -268,7 +269,7 @@ pub struct Download {
     /// First sequence number never requested.
     next_new: u64,
     /// Pending numbers below `next_new`: lost requests and numbers skipped by a pick ahead.
-    holes: BTreeSet<u64>,
+    holes: Holes,
     tasks: Vec<Task>,
     /// Task being downloaded (== tasks.len() when all are complete).
     task: usize,
@@ -418,7 +419,7 @@ impl Download {
             ring_base: first.start_seq,
             cursor: first.start_seq,
             next_new: first.start_seq,
-            holes: BTreeSet::new(),
+            holes: Holes::new(),
             tasks,
             task: 0,
             read_task: 0,

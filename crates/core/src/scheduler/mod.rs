@@ -9,11 +9,11 @@
 use crate::path::PathId;
 use crate::player::Player;
 use crate::time::{Duration, Instant};
-use std::collections::BTreeSet;
 
 pub mod blest;
 pub mod ecf;
 pub mod gr_sty;
+mod holes;
 pub mod let_;
 pub mod lpc;
 pub mod minrtt;
@@ -32,6 +32,7 @@ pub(crate) mod testing;
 pub use blest::Blest;
 pub use ecf::Ecf;
 pub use gr_sty::GrSty;
+pub use holes::Holes;
 pub use let_::Let;
 pub use lpc::Lpc;
 pub use minrtt::MinRtt;
@@ -94,7 +95,7 @@ impl PathView {
 /// ones. Only sequence numbers inside the reorder-buffer limit are listed.
 #[derive(Clone, Copy, Debug)]
 pub struct Pending<'a> {
-    pub(crate) holes: &'a BTreeSet<u64>,
+    pub(crate) holes: &'a Holes,
     /// First never-requested sequence number.
     pub(crate) next_new: u64,
     /// End (exclusive) of the new sequence numbers that may be requested now.
@@ -117,7 +118,7 @@ impl<'a> Pending<'a> {
     pub fn nth(&self, n: u64) -> Option<u64> {
         let lost = self.holes.len() as u64;
         if n < lost {
-            return self.holes.iter().nth(n as usize).copied();
+            return self.holes.nth(n as usize);
         }
         let seq = self.next_new + (n - lost);
         (seq < self.new_end).then_some(seq)
@@ -125,7 +126,7 @@ impl<'a> Pending<'a> {
     /// Position of `seq` in the queue (as `nth` counts), if it is pending.
     pub fn rank(&self, seq: u64) -> Option<u64> {
         if self.holes.contains(&seq) {
-            return Some(self.holes.range(..seq).count() as u64);
+            return Some(self.holes.rank(seq) as u64);
         }
         (self.next_new..self.new_end)
             .contains(&seq)

@@ -1,6 +1,6 @@
 //! Hand-built views for the schedulers' unit tests, and a tiny stand-in for the download.
 
-use super::{InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
+use super::{Holes, InFlightLookup, PathView, Pending, Pick, SchedEvent, Scheduler, View};
 use crate::path::PathId;
 use crate::player::Player;
 use crate::time::{Duration, Instant};
@@ -63,7 +63,7 @@ impl InFlightLookup for Flights {
 pub(crate) struct Fixture {
     pub now: Instant,
     pub paths: Vec<PathView>,
-    pub holes: BTreeSet<u64>,
+    pub holes: Holes,
     pub next_new: u64,
     pub new_end: u64,
     pub cursor: u64,
@@ -80,7 +80,7 @@ impl Fixture {
         Fixture {
             now: Instant::ZERO,
             paths,
-            holes: BTreeSet::new(),
+            holes: Holes::new(),
             next_new: pending.start,
             new_end: pending.end,
             cursor: pending.start,
