@@ -63,7 +63,7 @@ fn main() {
     let transport = Transport::by_name(&args[3]).expect("transport: pull, subflow or subflow-or");
     let counts = Arc::new(Mutex::new(Counts::new()));
     let sched = Counting {
-        inner: scheduler::by_name(&args[1], seed).expect("scheduler"),
+        inner: scheduler::by_name_with(&args[1], seed, &point.world.weave).expect("scheduler"),
         bin,
         counts: counts.clone(),
     };

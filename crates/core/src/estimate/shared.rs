@@ -76,6 +76,8 @@ pub struct SharedBottleneck {
     /// Moments per pair, keyed with the smaller id first; our own keys, so a fast hash
     /// (`ahash`, fixed keys). Nothing iterates it in an order a result could see.
     pairs: HashMap<(PathId, PathId), PairStats, BuildHasherDefault<ahash::AHasher>>,
+    /// Bins folded so far: the coherences change only when it moves.
+    folded: u64,
 }
 
 fn key(a: PathId, b: PathId) -> (PathId, PathId) {
@@ -108,6 +110,7 @@ impl SharedBottleneck {
             .drain(..)
             .map(|(path, (sum, n))| (path, sum / f64::from(n)))
             .collect();
+        self.folded += 1;
         // Ascending ids: each pair's first value is its smaller id's.
         means.sort_by_key(|&(path, _)| path);
         for (x, &(a, va)) in means.iter().enumerate() {
@@ -130,9 +133,16 @@ impl SharedBottleneck {
         Some(if a <= b { (lo, hi) } else { (hi, lo) })
     }
 
+    /// Moves on with every bin folded into the pairs: a caller may keep what it derived from
+    /// the coherences until it changes.
+    pub fn version(&self) -> u64 {
+        self.folded
+    }
+
     /// Forgets a path.
     pub fn remove(&mut self, path: PathId) {
         self.current.retain(|&(p, _)| p != path);
+        self.folded += 1;
         self.pairs.retain(|&(a, b), _| a != path && b != path);
     }
 }

@@ -134,18 +134,32 @@ pub struct WeaveConfig {
     /// Length of the trial in the kept path's sRTTs: BBR's 8-phase gain cycle, the time for
     /// its control to take the freed share (Cardwell et al. 2016).
     pub shared_trial_rtts: f64,
-    /// Share of what both carried that the kept path must carry alone to confirm the trial
-    /// (set with the trial on Pscheduler Fig. 5).
+    /// Share of what both carried (the set trial: the group) that the kept path (the kept
+    /// members) must carry alone to confirm the trial (set with the trial on Pscheduler Fig. 5).
     pub shared_confirm: f64,
     /// Least share of the pair's rate the later path must carry for a trial: at a download's
     /// start a smaller share confirmed any trial (Pscheduler Fig. 5).
     pub shared_min_share: f64,
-    /// One trial at a time per queue: no pair is tried while either path is in another
-    /// trial, the later path keeps one idle or the sooner is idle itself. Off: on
-    /// `scenarios/shared-access.toml` (5 seeds) it lifts weave from 0.9397 to 0.9539 under
-    /// BBR and from 0.9639 to 0.9741 under CUBIC, but lowers it from 0.9745 to 0.9705 under
-    /// `weft`, and the files' rows are not yet measured with it.
+    /// With the pairwise trial (`shared_line` off), one trial at a time per queue: no pair
+    /// is tried while either path is in another trial, the later path keeps one idle or the
+    /// sooner is idle itself. Off: on `scenarios/shared-access.toml` it costs the `weft` row
+    /// (the far edge's trial no longer starts); the set trial replaces it.
     pub shared_one_trial: bool,
+    /// The set trial in place of the pairwise one: paths whose queueing delays move together
+    /// form a group (connected components of coherent pairs), and a member is left idle for
+    /// a trial, one per group at a time and never behind an idle member, judged by the
+    /// group's summed delivered rate: `scenarios/shared-access.toml` (10 seeds) 0.9673 →
+    /// 0.9730 under CUBIC, 0.9541 → 0.9569 under BBR, 0.9729 → 0.9736 under `weft`; off
+    /// while it costs Pscheduler Fig. 5 (two paths behind one 30 Mbit/s link, 1 MB buffer)
+    /// 0.016 under BBR (docs/weave.md, "A shared access line").
+    pub shared_line: bool,
+    /// Span of each summed-rate measurement of the set trial (before a member is left idle,
+    /// and at the end of its trial), in the members' largest sRTT: half of BBR's 8-phase gain
+    /// cycle, so that the trial's first half lets the controls take the freed share.
+    pub shared_measure_rtts: f64,
+    /// Share of the later path's rate that the kept paths' peaks must have room for, beyond
+    /// what they carry, before a trial: half, set with the trial on Pscheduler Fig. 5.
+    pub shared_headroom: f64,
 }
 
 impl Default for WeaveConfig {
@@ -192,6 +206,9 @@ impl Default for WeaveConfig {
             shared_confirm: 0.9,
             shared_min_share: 0.1,
             shared_one_trial: false,
+            shared_line: false,
+            shared_measure_rtts: 4.0,
+            shared_headroom: 0.5,
         }
     }
 }

@@ -24,7 +24,8 @@
 //! - **stall shaping** (`stall`): playback about to run dry stalls at a frame's start, and
 //!   the last stall where the buffer it fills lasts to the end;
 //! - the **shared-queue trial** (`shared`): a later path that waits in a sooner one's queue
-//!   is left idle once a trial shows the sooner one carries both shares.
+//!   is left idle once a trial shows the sooner one carries both shares; with `shared_line`
+//!   (`line`), one path of a group behind one line at a time, judged by the group's rate.
 //!
 //! Each module's doc says what its mechanism solves and the measurements behind it; every
 //! tuning constant is a [`WeaveConfig`] field, and the loss thresholds weave reasons with are
@@ -33,6 +34,7 @@
 mod arrival;
 mod config;
 mod copies;
+mod line;
 mod order;
 mod pipe;
 mod player;
@@ -99,6 +101,8 @@ pub struct Weave {
     sharing: FastMap<(PathId, PathId), Sharing>,
     /// Pairs whose trial failed.
     separate: FastSet<(PathId, PathId)>,
+    /// The groups of paths behind one line and their trials (`WeaveConfig::shared_line`).
+    lines: line::Lines,
     /// When a request in flight turns overdue, after a call that picked nothing
     /// (`Weave::next_overdue`).
     wake: Option<Instant>,
@@ -218,6 +222,7 @@ impl Weave {
             queues: SharedBottleneck::default(),
             sharing: FastMap::default(),
             separate: FastSet::default(),
+            lines: line::Lines::default(),
             wake: None,
             call: None,
             scratch: Vec::new(),
@@ -286,6 +291,9 @@ impl Weave {
         // Whether a copy before the task's tail is possible at all, once asked.
         let mut before_tail = None;
         let first_frame_end = view.first_frame_end();
+        if self.cfg.shared_trial && self.cfg.shared_line {
+            self.advance_lines(view, call);
+        }
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         for &j in &call.order {
             let p = &view.paths[j];
@@ -445,6 +453,7 @@ impl Scheduler for Weave {
                 self.queues.remove(path);
                 self.sharing.retain(|&(a, b), _| a != path && b != path);
                 self.separate.retain(|&(a, b)| a != path && b != path);
+                self.lines.remove(path);
                 self.predicted.retain(|&(p, _), _| p != path);
             }
             _ => {}

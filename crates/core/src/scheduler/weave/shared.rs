@@ -1,4 +1,4 @@
-//! The shared-queue trial: a later path that waits in a sooner one's queue is left idle.
+//! The pairwise shared-queue trial (`shared_line` off): a later path in a sooner one's queue idles.
 //!
 //! **Shared bottleneck**: a path whose answers take at least twice the minimum RTT of a
 //! sooner one, and whose queueing delay moves with that path's at the same scale
@@ -40,6 +40,9 @@ pub(super) enum Sharing {
 impl Weave {
     /// Path `i` waits in the queue of a path kept in its place (see the module's doc).
     pub(super) fn shadowed(&mut self, view: &View<'_>, call: &PerCall, i: usize) -> bool {
+        if self.cfg.shared_line {
+            return self.line_shadowed(view, call, i);
+        }
         let at = &call.at;
         let me = &view.paths[i];
         let answered = |p: &PathView| self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
@@ -93,7 +96,7 @@ impl Weave {
                     // this path's rate is the margin), this path carries enough of it for the
                     // trial to measure, and there is work to carry.
                     let (mine, theirs) = (answered(me), answered(kept));
-                    let no_gain = theirs + 0.5 * mine <= call.rate[j];
+                    let no_gain = theirs + self.cfg.shared_headroom * mine <= call.rate[j];
                     let measurable = theirs > 0.0 && mine > 0.0 && mine >= self.cfg.shared_min_share * (mine + theirs);
                     if later
                         && no_gain
@@ -154,7 +157,7 @@ mod tests {
         let mut fast = path(0, 10, 10, 10);
         fast.delivery_rate = Some(1_500_000.0);
         let mut f = Fixture::new(vec![fast, measured(path(1, 30, 10, 0))], 0..1000);
-        let mut w = Weave::default();
+        let mut w = Weave::with_config(pairwise());
         w.update_peaks(&f.view());
         let mut answers: Vec<(u64, u32, f64)> = Vec::new();
         for us in (0..400_000).step_by(1000) {
@@ -187,6 +190,14 @@ mod tests {
         f.now = Instant::from_nanos(500_000_000);
         picks.push(w.next(&f.view()));
         (picks[0], picks[1])
+    }
+
+    /// The pairwise trial in place of the set trial.
+    fn pairwise() -> WeaveConfig {
+        WeaveConfig {
+            shared_line: false,
+            ..WeaveConfig::default()
+        }
     }
 
     /// A queueing delay that moves 0-4 ms in a 50 ms cycle.
@@ -225,7 +236,7 @@ mod tests {
         );
         let mut w = Weave::with_config(WeaveConfig {
             shared_one_trial: true,
-            ..WeaveConfig::default()
+            ..pairwise()
         });
         w.update_peaks(&f.view());
         let mut answers: Vec<(u64, u32, f64)> = Vec::new();
