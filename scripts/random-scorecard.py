@@ -12,6 +12,8 @@ verdicts are the simulator's own.
     pcdn sim --random 300 --seed 7001 --cc cubic --json > cubic.json
     pcdn sim --random 300 --seed 7001 --cc bbr --json > bbr.json
     scripts/random-scorecard.py weft.json cubic.json bbr.json --commit abc1234 > docs/figures/random-300.md
+
+A run made with another build names its commit after a colon: `bbr.json:def5678`.
 """
 
 import argparse
@@ -58,11 +60,17 @@ def control_of(run):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="JSON outputs of `pcdn sim --random N --seed S --cc CC --json`")
-    ap.add_argument("--commit", required=True, help="the commit the pcdn binary was built from")
+    ap.add_argument(
+        "runs", nargs="+", help="JSON outputs of `pcdn sim --random N --seed S --cc CC --json`, each as FILE or FILE:COMMIT"
+    )
+    ap.add_argument("--commit", required=True, help="the commit the pcdn binary was built from (of runs without their own)")
     ap.add_argument("--scheduler", default=DEFAULT, help="whose behind worlds to list (default: weave)")
     args = ap.parse_args()
-    runs = [load(p) for p in args.runs]
+    runs, commits = [], []
+    for arg in args.runs:
+        path, _, commit = arg.partition(":")
+        runs.append(load(path))
+        commits.append(commit or args.commit)
     first = runs[0]
     n, seed = first["worlds"], first["seed"]
     out = [
@@ -72,14 +80,16 @@ def main():
         "",
         "```sh",
     ]
-    for run in runs:
+    for run, commit in zip(runs, commits):
         cc = run.get("ccs", ["default"])[0]
         quick = " --quick" if run.get("quick") else ""
-        out.append(f"pcdn sim --random {run['worlds']} --seed {run['seed']}{quick} --cc {cc} --json")
+        build = f"   # built from {commit}" if len(set(commits)) > 1 else ""
+        out.append(f"pcdn sim --random {run['worlds']} --seed {run['seed']}{quick} --cc {cc} --json{build}")
+    built = f"commit {commits[0]}" if len(set(commits)) == 1 else "the commits named beside each command"
     out += [
         "```",
         "",
-        f"with a release build of commit {args.commit}. The worlds are drawn as docs/scenarios.md",
+        f"with a release build of {built}. The worlds are drawn as docs/scenarios.md",
         '("Random worlds") describes; every scheduler runs '
         f"{first['repeat']} seeds in each world. A scheduler is *best* in a world",
         "with the best mean, *level* when its seed-by-seed difference from the best has a 95 %",
@@ -89,14 +99,14 @@ def main():
         "",
         "## Summary",
         "",
-        f"| control | {args.scheduler} best | level | behind | behind share | median waste |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| control | commit | {args.scheduler} best | level | behind | behind share | median waste |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
-    for run in runs:
+    for run, commit in zip(runs, commits):
         t = next(t for t in run["tally"] if t["scheduler"] == args.scheduler)
         worlds = t["best"] + t["level"] + t["behind"]
         out.append(
-            f"| {control_of(run)} | {t['best']} | {t['level']} | {t['behind']} | "
+            f"| {control_of(run)} | {commit} | {t['best']} | {t['level']} | {t['behind']} | "
             f"{100 * t['behind'] / max(worlds, 1):.1f} % | {100 * t['median_waste']:.2f} % |"
         )
     for run in runs:
