@@ -141,6 +141,11 @@ fn largest_srtt(view: &View<'_>, ids: &[PathId]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Packets a second delivered since `(from, delivered)`, `sum` delivered by `now`.
+fn rate_since((from, delivered): (Instant, u64), now: Instant, sum: u64) -> f64 {
+    (sum - delivered) as f64 / (now - from).as_secs_f64()
+}
+
 /// `at` plus `secs` seconds.
 fn after(at: Instant, secs: f64) -> Instant {
     at + crate::time::Duration::from_secs_f64(secs.max(0.0))
@@ -172,7 +177,7 @@ impl Weave {
                     if now >= *until {
                         match delivered_of(view, members) {
                             Some(sum) if sum > *delivered => {
-                                let rate = (sum - *delivered) as f64 / (now - *from).as_secs_f64();
+                                let rate = rate_since((*from, *delivered), now, sum);
                                 let kept: Vec<PathId> = members.iter().copied().filter(|&p| p != path).collect();
                                 let srtt = largest_srtt(view, &kept);
                                 let until = after(now, cfg.shared_trial_rtts * srtt);
@@ -204,7 +209,7 @@ impl Weave {
                         }
                         if let Some((from, before)) = *sample {
                             if now >= *until && now > from {
-                                let rate = (sum - before) as f64 / (now - from).as_secs_f64();
+                                let rate = rate_since((from, before), now, sum);
                                 if rate >= *needed {
                                     lines.trials[k].1 = LineTrial::Kept {
                                         kept: std::mem::take(kept),
@@ -230,7 +235,7 @@ impl Weave {
                     // The line's rate may fall later (a kept member's control backs off, or
                     // the trial measured a start-up's burst): the path sends again.
                     Some(sum) if (now - sample.0).as_secs_f64() >= *span => {
-                        let rate = (sum - sample.1) as f64 / (now - sample.0).as_secs_f64();
+                        let rate = rate_since(*sample, now, sum);
                         if rate < *needed {
                             end = Some(true);
                         } else {
