@@ -277,8 +277,8 @@ pub(crate) struct Path {
     oldest_sent: Option<Instant>,
     /// When the path last answered a request in flight: the timeout restarts there (RFC 6298
     /// §5.3), so it fires on a path gone silent, not on one loss among answers that keep
-    /// coming, which the thresholds judge.
-    answered_at: Option<Instant>,
+    /// coming, which the thresholds judge. `Instant::ZERO` before the first answer.
+    answered_at: Instant,
     /// RFC 9002 §6.1.1's packet threshold (`DownloadConfig::reorder_threshold`).
     packet_threshold: u64,
     /// The reordering window of the time threshold (RFC 8985 §6.2).
@@ -332,7 +332,7 @@ impl Path {
             view_dirty: true,
             view_at: now,
             rto: Duration::ZERO,
-            answered_at: None,
+            answered_at: Instant::ZERO,
             rto_ns: 0,
             oldest_sent: None,
         }
@@ -576,7 +576,7 @@ impl Path {
         let entry = *self.entry_mut(pn)?;
         self.entry_mut(pn)?.done = true;
         self.last_answered = Some(entry.seq);
-        self.answered_at = Some(now);
+        self.answered_at = now;
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         if self.reorder.on_answer(pn) {
             self.view_stale = true;
@@ -668,7 +668,7 @@ impl Path {
     /// path last answered, whichever is later (RFC 6298 §5.3 restarts the timer on every
     /// acknowledgment of new data).
     pub fn rto_deadline(&self) -> Option<Instant> {
-        let start = self.oldest_sent?.max(self.answered_at.unwrap_or(Instant::ZERO));
+        let start = self.oldest_sent?.max(self.answered_at);
         // `start + rto`, which saturates the same way.
         let deadline = Some(Instant::from_nanos(start.as_nanos().saturating_add(self.rto_ns)));
         debug_assert_eq!(deadline, self.find_deadline(), "the deadline is current");
@@ -677,7 +677,7 @@ impl Path {
 
     fn find_deadline(&self) -> Option<Instant> {
         let oldest = self.ledger.iter().find(|s| !s.done)?;
-        Some(oldest.sent.max(self.answered_at.unwrap_or(Instant::ZERO)) + self.rto)
+        Some(oldest.sent.max(self.answered_at) + self.rto)
     }
 
     /// The packet to probe this path with, when it is in timeout recovery with nothing in
