@@ -148,10 +148,10 @@ pub struct WeaveConfig {
     /// The set trial in place of the pairwise one: paths whose queueing delays move together
     /// form a group (connected components of coherent pairs), and a member is left idle for
     /// a trial, one per group at a time and never behind an idle member, judged by the
-    /// group's summed delivered rate: `scenarios/shared-access.toml` (10 seeds) 0.9673 →
-    /// 0.9730 under CUBIC, 0.9541 → 0.9569 under BBR, 0.9729 → 0.9736 under `weft`; off
-    /// while it costs Pscheduler Fig. 5 (two paths behind one 30 Mbit/s link, 1 MB buffer)
-    /// 0.016 under BBR (docs/weave.md, "A shared access line").
+    /// group's summed delivered rate: `scenarios/shared-access.toml` (10 seeds) 0.9529 →
+    /// 0.9738 under CUBIC, 0.9527 → 0.9525 under BBR, 0.9731 → 0.9737 under `weft`; off
+    /// while it costs Pscheduler Fig. 5 (two paths behind one 30 Mbit/s link) 0.004 under
+    /// BBR at 2 and 4 MB (docs/weave.md, "A shared access line").
     pub shared_line: bool,
     /// Span of each summed-rate measurement of the set trial (before a member is left idle,
     /// and at the end of its trial), in the members' largest sRTT: half of BBR's 8-phase gain

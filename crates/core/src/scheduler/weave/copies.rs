@@ -205,11 +205,15 @@ impl Weave {
         }
         // The path's clock, the modelled answer to its latest request, is past this one's
         // once a request went out after it.
-        let sent_after = self
-            .clocks
-            .get(&path)
-            .and_then(|c| c.clock)
-            .is_some_and(|c| c > predicted.at);
+        // A path the set trial left idle sends nothing more: if the requests sent after this
+        // one are lost too (its last window, dropped at the line's queue), no answer passes
+        // it and only the RTO finds it (`line`).
+        let sent_after = !self.lines.idle(path)
+            && self
+                .clocks
+                .get(&path)
+                .and_then(|c| c.clock)
+                .is_some_and(|c| c > predicted.at);
         let thresholds = &holder.loss_thresholds;
         let found_after = if sent_after && thresholds.reordering {
             // The path reorders: its reordering window (RFC 8985 §6.2), not RFC 9002's eighth.

@@ -4,11 +4,15 @@
 //! components of the coherent pairs. Once every member has left its start-up, the farthest
 //! member that carries a share worth measuring, with room in the others' peaks for it, is
 //! tried: the group's summed delivered rate is measured over `shared_measure_rtts` of the
-//! members' largest sRTT with everyone sending, then the member is left idle for
-//! `shared_trial_rtts` of the kept members' largest sRTT, their summed rate measured over the
-//! last `shared_measure_rtts`. If they carry `shared_confirm` of what the group carried, it
-//! stays idle (and is measured again over each such span: it sends again once they fall
-//! short); otherwise it sends again and is not tried again. One trial per group at a time,
+//! members' largest sRTT with everyone sending, then the member is left idle, and from
+//! `shared_trial_rtts − shared_measure_rtts` of the kept members' largest sRTT on their
+//! summed rate is measured over `shared_measure_rtts`. Only time with something to ask counts
+//! (`Meter`): a task's tail measures the application, not the line. If they carry
+//! `shared_confirm` of what the group carried, it stays idle (and is measured again over each
+//! such span: it sends again once they fall short); otherwise it sends again and is not tried
+//! again. An idle member sends nothing that could pass its last requests: if the line's queue
+//! dropped them, only its RTO finds them, and the copy rules (`copies`) count with that.
+//! One trial per group at a time,
 //! never behind an idle member: the pairwise trial (`shared`) tried several pairs behind one
 //! line at once, behind a near edge whose own link could not carry their shares, or behind
 //! an edge that was itself idle (`scenarios/shared-access.toml`, docs/weave.md).
@@ -33,37 +37,82 @@ pub(super) struct Lines {
     trials: Vec<(PathId, LineTrial)>,
     /// Paths whose trial failed: not tried again.
     failed: Vec<PathId>,
+    /// Until when the paths' answers still show a call with less to ask than one request for
+    /// each path with room (the task's tail, or the reorder buffer's limit): that call's time
+    /// plus the largest sRTT, while the gap it leaves in the answers passes (`Meter`).
+    limited: Instant,
+}
+
+/// A summed delivery rate counted over the time the paths had something to ask: between two
+/// calls the paths delivered `sum` more packets over the seconds between them, counted
+/// unless the answers then still showed a call with nothing to ask (`Lines::limited`). A
+/// gap the application leaves measures it, not the line: under BBR on Pscheduler Fig. 5
+/// (2 MB tasks, 0.57 s each at the line's rate) the round trip without answers at each
+/// task's start fell in most measurements, and the kept path, at the line's rate between
+/// tasks, was judged short of it and sent again.
+#[derive(Debug, Clone, Copy)]
+struct Meter {
+    /// The last call's time and the paths' deliveries then.
+    at: Instant,
+    sum: u64,
+    /// Seconds counted and the packets delivered in them.
+    secs: f64,
+    delivered: u64,
+}
+
+impl Meter {
+    fn new(at: Instant, sum: u64) -> Meter {
+        Meter {
+            at,
+            sum,
+            secs: 0.0,
+            delivered: 0,
+        }
+    }
+
+    /// Counts the time since the last call unless the answers in it show an application gap.
+    fn update(&mut self, now: Instant, sum: u64, limited: Instant) {
+        if limited <= self.at {
+            self.secs += (now - self.at).as_secs_f64();
+            self.delivered += sum.saturating_sub(self.sum);
+        }
+        self.at = now;
+        self.sum = sum;
+    }
+
+    /// Packets a second over the counted time.
+    fn rate(&self) -> f64 {
+        self.delivered as f64 / self.secs
+    }
 }
 
 /// One path's trial behind a line.
 #[derive(Debug, Clone)]
 enum LineTrial {
-    /// Every member still sends: the group's summed rate is measured from `from` (its
-    /// members had `delivered` then) until `until`.
+    /// Every member still sends: the group's summed rate is measured over `span` counted
+    /// seconds.
     Baseline {
         members: Vec<PathId>,
-        from: Instant,
-        delivered: u64,
-        until: Instant,
+        meter: Meter,
+        span: f64,
     },
-    /// The path is idle until `until`; the kept members' summed rate is measured from the
-    /// first call at or after `measure` (`sample`: its time and their deliveries then), and
-    /// must reach `needed`.
+    /// The path is idle; from the first call at or after `measure`, the kept members' summed
+    /// rate is measured over `span` counted seconds and must reach `needed`.
     Idle {
         kept: Vec<PathId>,
         needed: f64,
         measure: Instant,
-        sample: Option<(Instant, u64)>,
-        until: Instant,
+        meter: Option<Meter>,
+        span: f64,
     },
     /// The kept members carried the group's rate alone: the path stays idle while one of them
     /// that sends answers sooner, and while they keep carrying `needed`, measured again over
-    /// each `span` seconds from `sample` (their deliveries then).
+    /// each `span` counted seconds.
     Kept {
         kept: Vec<PathId>,
         needed: f64,
         span: f64,
-        sample: (Instant, u64),
+        meter: Meter,
     },
 }
 
@@ -72,8 +121,13 @@ impl Lines {
         self.trials.iter().find(|(p, _)| *p == path).map(|(_, t)| t)
     }
 
+    /// The group of `path`, if it is in the view the groups were formed over.
+    fn group_of(&self, path: PathId) -> Option<usize> {
+        self.ids.iter().position(|&p| p == path).map(|j| self.group[j])
+    }
+
     /// The path is left idle (on trial, or kept so).
-    fn idle(&self, path: PathId) -> bool {
+    pub(super) fn idle(&self, path: PathId) -> bool {
         matches!(self.state(path), Some(LineTrial::Idle { .. } | LineTrial::Kept { .. }))
     }
 
@@ -141,11 +195,6 @@ fn largest_srtt(view: &View<'_>, ids: &[PathId]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Packets a second delivered since `(from, delivered)`, `sum` delivered by `now`.
-fn rate_since((from, delivered): (Instant, u64), now: Instant, sum: u64) -> f64 {
-    (sum - delivered) as f64 / (now - from).as_secs_f64()
-}
-
 /// `at` plus `secs` seconds.
 fn after(at: Instant, secs: f64) -> Instant {
     at + crate::time::Duration::from_secs_f64(secs.max(0.0))
@@ -162,60 +211,85 @@ impl Weave {
         let lines = &mut self.lines;
         lines.form(view, &self.queues, cfg);
         let now = view.now;
+        // Nothing to ask, or less than one request for each path that may send: the
+        // application limits them, not the line.
+        let open = (0..view.paths.len())
+            .filter(|&j| view.paths[j].can_send && call.under_cap[j] && !lines.idle(view.paths[j].id))
+            .count();
+        if view.pending.is_empty() || view.pending.len() < open as u64 {
+            let all: Vec<PathId> = view.paths.iter().map(|p| p.id).collect();
+            lines.limited = lines.limited.max(after(now, largest_srtt(view, &all)));
+        }
+        let limited = lines.limited;
         let mut k = 0;
         while k < lines.trials.len() {
             let path = lines.trials[k].0;
             // `None`: the trial ends and the path sends again; `Some(true)` with it, failed.
             let mut end = None;
-            match &mut lines.trials[k].1 {
-                LineTrial::Baseline {
-                    members,
-                    from,
-                    delivered,
-                    until,
-                } => {
-                    if now >= *until {
-                        match delivered_of(view, members) {
-                            Some(sum) if sum > *delivered => {
-                                let rate = rate_since((*from, *delivered), now, sum);
+            // Groups formed apart may merge (their queues found to move together later): one
+            // trial at a time in each, the earliest kept.
+            let group = lines.group_of(path);
+            let on_trial = |t: &LineTrial| !matches!(t, LineTrial::Kept { .. });
+            if on_trial(&lines.trials[k].1)
+                && lines.trials[..k]
+                    .iter()
+                    .any(|(p, t)| on_trial(t) && group.is_some() && lines.group_of(*p) == group)
+            {
+                end = Some(false);
+            }
+            let state = if end.is_none() {
+                Some(&mut lines.trials[k].1)
+            } else {
+                None
+            };
+            match state {
+                None => {}
+                Some(LineTrial::Baseline { members, meter, span }) => match delivered_of(view, members) {
+                    None => end = Some(false),
+                    Some(sum) => {
+                        meter.update(now, sum, limited);
+                        if meter.secs >= *span {
+                            if meter.delivered > 0 {
+                                let rate = meter.rate();
                                 let kept: Vec<PathId> = members.iter().copied().filter(|&p| p != path).collect();
                                 let srtt = largest_srtt(view, &kept);
-                                let until = after(now, cfg.shared_trial_rtts * srtt);
                                 lines.trials[k].1 = LineTrial::Idle {
                                     kept,
                                     needed: cfg.shared_confirm * rate,
                                     measure: after(now, (cfg.shared_trial_rtts - cfg.shared_measure_rtts) * srtt),
-                                    sample: None,
-                                    until,
+                                    meter: None,
+                                    span: cfg.shared_measure_rtts * srtt,
                                 };
+                            } else {
+                                end = Some(false);
                             }
-                            _ => end = Some(false),
+                            self.sharing_moved = true;
                         }
-                        self.sharing_moved = true;
                     }
-                }
-                LineTrial::Idle {
+                },
+                Some(LineTrial::Idle {
                     kept,
                     needed,
                     measure,
-                    sample,
-                    until,
-                } => match delivered_of(view, kept) {
+                    meter,
+                    span,
+                }) => match delivered_of(view, kept) {
                     None => end = Some(false),
-                    Some(sum) => {
-                        if sample.is_none() && now >= *measure {
-                            *sample = Some((now, sum));
+                    Some(sum) => match meter {
+                        None if now >= *measure => {
+                            *meter = Some(Meter::new(now, sum));
                             self.sharing_moved = true;
                         }
-                        if let Some((from, before)) = *sample {
-                            if now >= *until && now > from {
-                                let rate = rate_since((from, before), now, sum);
-                                if rate >= *needed {
+                        None => {}
+                        Some(m) => {
+                            m.update(now, sum, limited);
+                            if m.secs >= *span {
+                                if m.rate() >= *needed {
                                     lines.trials[k].1 = LineTrial::Kept {
                                         kept: std::mem::take(kept),
                                         needed: *needed,
-                                        span: (now - from).as_secs_f64(),
-                                        sample: (now, sum),
+                                        span: *span,
+                                        meter: Meter::new(now, sum),
                                     };
                                 } else {
                                     end = Some(true);
@@ -223,27 +297,28 @@ impl Weave {
                                 self.sharing_moved = true;
                             }
                         }
-                    }
+                    },
                 },
-                LineTrial::Kept {
+                Some(LineTrial::Kept {
                     kept,
                     needed,
                     span,
-                    sample,
-                } => match delivered_of(view, kept) {
+                    meter,
+                }) => match delivered_of(view, kept) {
                     None => end = Some(false),
-                    // The line's rate may fall later (a kept member's control backs off, or
-                    // the trial measured a start-up's burst): the path sends again.
-                    Some(sum) if (now - sample.0).as_secs_f64() >= *span => {
-                        let rate = rate_since(*sample, now, sum);
-                        if rate < *needed {
-                            end = Some(true);
-                        } else {
-                            *sample = (now, sum);
+                    Some(sum) => {
+                        meter.update(now, sum, limited);
+                        // The line's rate may fall later (a kept member's control backs off,
+                        // or the trial measured a start-up's burst): the path sends again.
+                        if meter.secs >= *span {
+                            if meter.rate() < *needed {
+                                end = Some(true);
+                            } else {
+                                *meter = Meter::new(now, sum);
+                            }
+                            self.sharing_moved = true;
                         }
-                        self.sharing_moved = true;
                     }
-                    Some(_) => {}
                 },
             }
             match end {
@@ -275,7 +350,8 @@ impl Weave {
                 }
             }
             // The line's rate is measured once every member's control has left its start-up:
-            // before, the group carries less than the line, and any trial would pass.
+            // before, the group carries less than the line, and any trial would pass; and
+            // start-ups fill every queue at once, so that paths seem to share one.
             let started = |j: &usize| self.clocks.get(&lines.ids[*j]).is_some_and(|c| c.started());
             if busy || active.len() < 2 || !active.iter().all(started) {
                 continue;
@@ -312,9 +388,8 @@ impl Weave {
                         lines.ids[c],
                         LineTrial::Baseline {
                             members,
-                            from: now,
-                            delivered,
-                            until: after(now, cfg.shared_measure_rtts * srtt),
+                            meter: Meter::new(now, delivered),
+                            span: cfg.shared_measure_rtts * srtt,
                         },
                     ));
                     self.sharing_moved = true;
@@ -362,8 +437,15 @@ mod tests {
     /// paths behind one line. From the moment the 40 ms path is left idle, the fast one
     /// answers `trial_rate`. Every 10 ms weave is called with no path able to send (the
     /// trials move on); at each of `at_ms` it is asked which of the two later paths would
-    /// send, each alone: `(30 ms path, 40 ms path)`, whether each would pick.
-    fn three_paths_behind_one_line(cfg: WeaveConfig, trial_rate: f64, at_ms: &[u64]) -> Vec<(bool, bool)> {
+    /// send, each alone: `(30 ms path, 40 ms path)`, whether each would pick. Over `gap_ms`
+    /// nothing is pending and nothing answered (a task's tail and the next one's first round
+    /// trip).
+    fn three_paths_behind_one_line(
+        cfg: WeaveConfig,
+        trial_rate: f64,
+        gap_ms: std::ops::Range<u64>,
+        at_ms: &[u64],
+    ) -> Vec<(bool, bool)> {
         let mut fast = path(0, 10, 10, 10);
         fast.delivery_rate = Some(1_500_000.0);
         let mut f = Fixture::new(
@@ -379,11 +461,12 @@ mod tests {
             let idle = w.lines.idle(PathId(2));
             let fast_rate = if idle { trial_rate } else { 1000.0 };
             let fast = ((ms + 1) as f64 * fast_rate / 1e3).floor() - (ms as f64 * fast_rate / 1e3).floor();
-            let mut due: Vec<u32> = vec![0; fast as usize];
-            if ms % 5 == 1 {
+            let gap = gap_ms.contains(&ms);
+            let mut due: Vec<u32> = vec![0; if gap { 0 } else { fast as usize }];
+            if ms % 5 == 1 && !gap {
                 due.push(1);
             }
-            if ms % 5 == 3 && !idle {
+            if ms % 5 == 3 && !idle && !gap {
                 due.push(2);
             }
             for p in due {
@@ -404,6 +487,7 @@ mod tests {
                 continue;
             }
             f.now = now;
+            f.next_new = if gap { f.new_end } else { 0 };
             for (p, d) in f.paths.iter_mut().zip(delivered) {
                 p.delivered = d;
                 p.in_flight = p.cwnd;
@@ -437,18 +521,65 @@ mod tests {
         // From 300 ms the set trial measures the line (everyone sends); from 460 ms the 40 ms
         // path is idle and the 30 ms one still sends: one trial at a time. The fast path then
         // took the idle one's share (the line's summed rate held): the 40 ms path stays idle.
-        let steps = three_paths_behind_one_line(set_trial(), 1200.0, &[400, 600, 750]);
+        let steps = three_paths_behind_one_line(set_trial(), 1200.0, 0..0, &[400, 600, 750]);
         assert_eq!(steps, vec![(true, true), (true, false), (true, false)]);
         // The line's rate fell without it: it sends again after its trial (700 ms).
-        let steps = three_paths_behind_one_line(set_trial(), 1000.0, &[400, 600, 750]);
+        let steps = three_paths_behind_one_line(set_trial(), 1000.0, 0..0, &[400, 600, 750]);
         assert_eq!(steps, vec![(true, true), (true, false), (true, true)]);
+    }
+
+    #[test]
+    fn a_gap_with_nothing_to_ask_is_not_counted_against_the_kept_paths() {
+        // A task's tail and the next one's first round trip (40 ms with nothing pending and
+        // nothing answered) in the trial's measurement, at its end, or in a later one: the
+        // kept paths carry the line's rate whenever they have something to ask, and the
+        // 40 ms path stays idle. Counted, each gap took the fast path below the line's rate.
+        for gap in [600..640, 640..680, 800..840] {
+            let steps = three_paths_behind_one_line(set_trial(), 1200.0, gap.clone(), &[750, 900, 1100]);
+            assert_eq!(steps, vec![(true, false); 3], "{gap:?}");
+        }
+    }
+
+    /// The task's last 3 packets went to the 40 ms path 1 (RTO 120 ms) at 0 ms; it is then
+    /// left idle by the set trial (`idle`) or not. At 60 ms all three are overdue: which does
+    /// the 10 ms path 0 copy first?
+    fn copies_an_overdue_packet_of_a_path(idle: bool) -> Option<u64> {
+        let mut f = Fixture::new(vec![measured(path(1, 40, 10, 0))], 0..3);
+        let mut w = Weave::with_config(set_trial());
+        assert_eq!(paths_of(&f.run(&mut w)), vec![1; 3]);
+        // Path 0 comes up once they are in flight.
+        f.paths.insert(0, measured(path(0, 10, 10, 0)));
+        if idle {
+            let trial = LineTrial::Idle {
+                kept: vec![PathId(0)],
+                needed: 0.0,
+                measure: Instant::from_nanos(10_000_000_000),
+                meter: None,
+                span: 1.0,
+            };
+            w.lines.trials.push((PathId(1), trial));
+        }
+        f.path_mut(1).can_send = false;
+        f.now = Instant::from_nanos(60_000_000);
+        w.next(&f.view()).filter(|p| p.path == PathId(0)).map(|p| p.seq)
+    }
+
+    #[test]
+    fn an_idle_paths_overdue_requests_are_copied_as_if_only_its_rto_found_them() {
+        // Sending, path 1 finds the first two lost 45 ms after sending them (9/8 · sRTT, once
+        // a later request is answered), and path 0's resend lands sooner than a copy: only
+        // the last, which no later request passes, is copied.
+        assert_eq!(copies_an_overdue_packet_of_a_path(false), Some(2));
+        // Idle, it sends nothing more: if the later requests are lost too, only its RTO
+        // (120 ms) finds the first, and path 0 copies it now.
+        assert_eq!(copies_an_overdue_packet_of_a_path(true), Some(0));
     }
 
     #[test]
     fn the_pairwise_trial_leaves_two_paths_behind_one_line_idle_at_once() {
         // What the set trial replaces: both later paths on trial behind the fast one together,
         // each crediting the fast path's gain to itself.
-        let steps = three_paths_behind_one_line(pairwise(), 1200.0, &[600]);
+        let steps = three_paths_behind_one_line(pairwise(), 1200.0, 0..0, &[600]);
         assert_eq!(steps, vec![(false, false)]);
     }
 }
