@@ -87,7 +87,9 @@ impl Weave {
         // Once per call, not once per request in flight.
         let overdue_after: Vec<(PathId, f64)> = view.paths.iter().map(|q| (q.id, self.overdue_after(q))).collect();
         // The path a resend would go to: the soonest.
-        let resender = (0..at.len()).min_by(|&a, &b| at[a].total_cmp(&at[b])).map(|j| &view.paths[j]);
+        let resender = (0..at.len())
+            .min_by(|&a, &b| at[a].total_cmp(&at[b]))
+            .map(|j| &view.paths[j]);
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
