@@ -219,8 +219,10 @@ def main():
             if doc_ccs is None or set(wanted) != set(doc_ccs):
                 cmd += [x for c in wanted for x in ("--cc", c)]
             values = doc.get("sweep", {}).get("values", [])
-            if args.points and values and not any(a in name for a in args.all_points):
-                cmd += [x for v in values[: args.points] for x in ("--point", str(v))]
+            if args.points and len(values) > args.points and not any(a in name for a in args.all_points):
+                # As the file writes them: TOML's booleans are lower case.
+                shown = [str(v).lower() if isinstance(v, bool) else str(v) for v in values[: args.points]]
+                cmd += [x for v in shown for x in ("--point", v)]
             commands.append(("file", cmd))
     file_cells, random_cells, timings = [], [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
