@@ -27,8 +27,6 @@ pub struct WeaveConfig {
     pub first_frame_copies: bool,
     /// Stall shaping: playback about to run dry stalls at a frame's start.
     pub stall_shaping: bool,
-    /// The last stall is placed where the buffer it fills lasts to the end of the video.
-    pub last_stall: bool,
     /// Shared-queue trial: a later path waiting in a sooner one's queue is left idle.
     pub shared_trial: bool,
 
@@ -97,17 +95,6 @@ pub struct WeaveConfig {
     /// under LIA, OLIA and BALIA, 20 seeds.
     #[serde(deserialize_with = "crate::units::de::duration")]
     pub hold_slack: Duration,
-    /// Span over which the last stall's placement measures the arrivals' rate: about one
-    /// play period between two stalls at ρ = 0.96 (Kondo's E).
-    #[serde(deserialize_with = "crate::units::de::duration")]
-    pub last_stall_window: Duration,
-    /// Least time between two samples of that rate (120 a window).
-    #[serde(deserialize_with = "crate::units::de::duration")]
-    pub last_stall_sample: Duration,
-    /// What the buffer the last stall fills keeps at the end: Kondo's E under BALIA, 20 seeds,
-    /// stalled time 3.620/3.619/3.635/3.639 % at 0.2/0.3/0.4/0.5 s, 3.686 % without.
-    #[serde(deserialize_with = "crate::units::de::duration")]
-    pub last_stall_margin: Duration,
 
     // ---- shared-queue trial ----
     /// Coherence of two paths' queueing delays from which they are taken to share a queue:
@@ -161,7 +148,6 @@ impl Default for WeaveConfig {
             tail_copies: true,
             first_frame_copies: true,
             stall_shaping: true,
-            last_stall: true,
             shared_trial: true,
             error_gain: 0.25,
             peak_window_rtts: 10.0,
@@ -181,9 +167,6 @@ impl Default for WeaveConfig {
             front_window: Duration::from_secs(2),
             front_sample: Duration::from_millis(10),
             hold_slack: Duration::from_millis(250),
-            last_stall_window: Duration::from_secs(30),
-            last_stall_sample: Duration::from_millis(250),
-            last_stall_margin: Duration::from_millis(300),
             shared_coherence: 0.9,
             shared_queue_floor: 1e-3,
             shared_rtt_ratio: 2.0,
@@ -208,7 +191,6 @@ impl WeaveConfig {
         "tail_copies",
         "first_frame_copies",
         "stall_shaping",
-        "last_stall",
         "shared_trial",
     ];
 
@@ -222,7 +204,6 @@ impl WeaveConfig {
             "tail_copies" => &mut self.tail_copies,
             "first_frame_copies" => &mut self.first_frame_copies,
             "stall_shaping" => &mut self.stall_shaping,
-            "last_stall" => &mut self.last_stall,
             "shared_trial" => &mut self.shared_trial,
             _ => return None,
         })

@@ -21,8 +21,7 @@
 //! - **copies** (`copies`, `player`): at the task's tail, of requests overdue or on a lossy
 //!   path once the buffer is full, and of the first frame's packets at risk, each where the
 //!   copy lands before the original or its resend;
-//! - **stall shaping** (`stall`): playback about to run dry stalls at a frame's start, and
-//!   the last stall where the buffer it fills lasts to the end;
+//! - **stall shaping** (`stall`): playback about to run dry stalls at a frame's start;
 //! - the **shared-queue trial** (`shared`): a later path that waits in a sooner one's queue
 //!   is left idle once a trial shows the sooner one carries both shares; with `shared_line`
 //!   (`line`), one path of a group behind one line at a time, judged by the group's rate.
@@ -114,10 +113,9 @@ pub struct Weave {
     /// When the arrivals were last sampled: a second sample at the same instant changes
     /// nothing (`Weave::sample_arrivals`).
     sampled_at: Option<Instant>,
-    /// Unique packets arrived, and their rate over `front_window` and `last_stall_window`.
+    /// Unique packets arrived, and their rate over `front_window`.
     arrived: u64,
     front_rate: ArrivalRate,
-    long_rate: ArrivalRate,
     /// The in-order cursor at the first call (before any arrival).
     first_cursor: Option<u64>,
     /// While playing: each round trip's start and the most video out of order in it
@@ -212,7 +210,6 @@ impl Weave {
     pub fn with_config(cfg: WeaveConfig) -> Self {
         Weave {
             front_rate: ArrivalRate::new(cfg.front_window, cfg.front_sample),
-            long_rate: ArrivalRate::new(cfg.last_stall_window, cfg.last_stall_sample),
             cfg,
             copied: FastSet::default(),
             requests: 0,

@@ -1,4 +1,4 @@
-//! Stall shaping: playback about to run dry stalls at a frame's start, the last stall where its buffer lasts.
+//! Stall shaping: playback about to run dry stalls at a frame's start.
 //!
 //! **Playback about to run dry stalls at a frame's start**: with a player, while packets
 //! arrive slower than the video plays (ρ < 1, video seconds a second over the last 2 s),
@@ -21,24 +21,8 @@
 //! under BALIA, 22.75 against LRF's 22.6), the stalled time within 0.02 points; every
 //! other scenario unchanged. A held packet is asked for anyway once nothing else of the
 //! task is pending: the next task cannot start without it.
-//!
-//! **The last stall fills a buffer that lasts to the end**: a stall lasts until the
-//! player's `resume` (1 s) is buffered, and what of that is unplayed when the last packet
-//! arrives was waited for in vain: over a video, the stalled time is the last arrival less
-//! the first frame less the video's length plus that remainder (0.2–1.1 s in Kondo's E,
-//! whichever of the 25 stalls comes last). While the buffer is to run dry before the last
-//! packet arrives at the rate of the last 30 s (ρ < 1), the stall is placed where the
-//! buffer it fills lasts to the end with 0.3 s to spare, `(resume − 0.3 s) ÷ (1 − ρ)` before
-//! the end, by the same hold; it comes with some video in, so it is shorter, and it
-//! replaces the one the buffer would run into later. Kondo's C and E under LIA, OLIA and
-//! BALIA, 20 seeds: stalled time 0.01–0.04 points lower, underflows within 0.1. Only
-//! where that place lies within the 30 s the rate is measured over: near ρ = 1 it lies
-//! minutes before the end, and a dip of the rate there placed a stall no other scheduler
-//! had (Kondo's E under Compound, seed 13: 0.22 s; seeds 101–200: 2 underflows in 100 runs
-//! instead of 3, XLINK's 2).
 
-use super::{Weave, min_of};
-use crate::player::VideoSpec;
+use super::Weave;
 use crate::scheduler::{Pending, View};
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
@@ -104,15 +88,11 @@ impl Weave {
     pub(super) fn sample_arrivals(&mut self, now: Instant) {
         // Sampled at this instant already: with a spacing, no second sample is kept, and the
         // window drops nothing more.
-        if self.sampled_at == Some(now)
-            && self.front_rate.spacing > Duration::ZERO
-            && self.long_rate.spacing > Duration::ZERO
-        {
+        if self.sampled_at == Some(now) && self.front_rate.spacing > Duration::ZERO {
             return;
         }
         self.sampled_at = Some(now);
         self.front_rate.sample(now, self.arrived);
-        self.long_rate.sample(now, self.arrived);
     }
 
     /// Video seconds of new packets that arrived per second over the window of `rate`: the
@@ -183,9 +163,8 @@ impl Weave {
         pending.min(in_flight)
     }
 
-    /// While playing, the frame to stall at: where the last stall had better be
-    /// (`last_stall`), or, sooner, with packets arriving slower than the video plays, the
-    /// frame the playhead would reach with less than a frame of it in: the buffer ahead of the
+    /// While playing, with packets arriving slower than the video plays, the frame to stall
+    /// at: the frame the playhead would reach with less than a frame of it in: the buffer ahead of the
     /// playhead shrinks by `(1 − ρ)` a second, ρ the arrivals' rate in video seconds a second,
     /// so `v` seconds past the playhead it holds `B − (1 − ρ)·v`, under a frame from
     /// `v = (B − frame) ÷ (1 − ρ)`. `B` is what has arrived, in order or not, less the
@@ -216,52 +195,9 @@ impl Weave {
                 let ahead = ((buffer - frame) / (1.0 - rate)).clamp(0.0, spec.duration.as_secs_f64());
                 position + Duration::from_secs_f64(ahead)
             });
-        let last = if self.cfg.last_stall {
-            self.last_stall(view, spec, position, arrived, buffer)
-        } else {
-            None
-        };
-        let at = min_of(dry, last)?;
+        let at = dry?;
         let index = spec.first_frame_from(at);
         (index < spec.frames()).then_some(index)
-    }
-
-    /// Where the last stall before the end of the video had better be: a stall lasts until
-    /// `resume` is buffered, and what of it is still unplayed when the last packet arrives
-    /// was waited for in vain. Stalled at `s` with ρ < 1 the arrivals' rate, playback runs
-    /// dry again `resume ÷ (1 − ρ)` of video later; from `s = duration − (resume − margin)
-    /// ÷ (1 − ρ)` the buffer the stall fills lasts to the end with `last_stall_margin` to
-    /// spare. A stall there (it comes with some video in, so it is shorter by that)
-    /// replaces the one the buffer would run into later, which would fill `resume` with less
-    /// of the video left to play it over. Only while the buffer is to run dry before the last
-    /// packet arrives, at the rate over
-    /// `last_stall_window`, while `s` is still ahead of the playhead, and while `s` lies
-    /// within that window of the end: the rate is not extrapolated further than it was
-    /// measured over. Near ρ = 1 (a download barely ahead of the video, as Kondo's E under
-    /// Compound) `s` lies minutes before the end, and a dip of the rate there placed a
-    /// stall the others did not have (seed 13: 0.22 s).
-    pub(super) fn last_stall(
-        &self,
-        view: &View<'_>,
-        spec: &VideoSpec,
-        position: Duration,
-        arrived: Duration,
-        buffer: f64,
-    ) -> Option<Duration> {
-        let rate = self
-            .video_rate(&self.long_rate, view, spec.bitrate_bps)
-            .filter(|&rate| rate > 0.0 && rate < 1.0)?;
-        let duration = spec.duration.as_secs_f64();
-        let to_arrive = spec.duration.saturating_sub(arrived).as_secs_f64();
-        // The buffer when the last packet arrives, were playback not to stall before it.
-        if buffer - (1.0 - rate) / rate * to_arrive >= 0.0 {
-            return None;
-        }
-        let refill = spec.resume.saturating_sub(self.cfg.last_stall_margin).as_secs_f64();
-        let before_end = refill / (1.0 - rate);
-        let at = duration - before_end;
-        (at > position.as_secs_f64() && before_end <= self.cfg.last_stall_window.as_secs_f64())
-            .then(|| Duration::from_secs_f64(at))
     }
 
     /// The packet held back so that playback, about to run dry, stalls at a frame's start
@@ -275,7 +211,7 @@ impl Weave {
     /// with every burst of arrivals. Returns the packet and its frame.
     pub(super) fn stall_hold(&mut self, view: &View<'_>) -> Option<(u64, u64)> {
         let held = self.held.take().filter(|&(seq, _)| view.pending.rank(seq).is_some());
-        if !self.cfg.stall_shaping && !self.cfg.last_stall {
+        if !self.cfg.stall_shaping {
             return None;
         }
         let index = self.stall_frame(view, held.map(|(seq, _)| seq))?;
@@ -348,47 +284,5 @@ mod tests {
         // At 1.1 times the video's rate the buffer grows: nothing is held.
         let picks = picks_near_a_stall(2_200);
         assert_eq!(picks, (2_100..2_800).collect::<Vec<_>>());
-    }
-
-    /// Where a player at `position_s` of a 60-s video, with `buffer_s` arrived ahead of it
-    /// and packets arriving at 0.9 of the video's rate over the last 30 s, has its last stall.
-    fn last_stall_at(position_s: f64, buffer_s: f64) -> Option<Duration> {
-        last_stall_in(60, 0.9, position_s, buffer_s)
-    }
-
-    /// As `last_stall_at`, for a video of `video_s` seconds and packets arriving at `rate` of
-    /// the video's rate.
-    fn last_stall_in(video_s: u64, rate: f64, position_s: f64, buffer_s: f64) -> Option<Duration> {
-        let mut f = Fixture::new(vec![path(0, 20, 700, 0)], 0..1);
-        let mut w = Weave::default();
-        w.sample_arrivals(Instant::ZERO);
-        // 8 Mbit/s in 1000-byte packets: a packet a millisecond of video.
-        w.arrived = (30_000.0 * rate).round() as u64;
-        f.now = Instant::from_nanos(30_000_000_000);
-        w.sample_arrivals(f.now);
-        let spec = VideoSpec::new(8_000_000, Duration::from_secs(video_s));
-        let position = Duration::from_secs_f64(position_s);
-        let arrived = Duration::from_secs_f64(position_s + buffer_s);
-        w.last_stall(&f.view(), &spec, position, arrived, buffer_s)
-    }
-
-    #[test]
-    fn the_last_stall_fills_a_buffer_that_lasts_to_the_end() {
-        // At ρ = 0.9 the 0.5 s ahead of the playhead at 40 s falls 1.7 s short of the 19.5 s
-        // still to arrive: the last stall is at 60 − (1 − 0.3) ÷ (1 − 0.9) = 53 s, and the
-        // 1 s it fills lasts to the end with 0.3 s to spare.
-        let at = last_stall_at(40.0, 0.5).unwrap();
-        assert!((at.as_secs_f64() - 53.0).abs() < 1e-6, "{at:?}");
-        // 2.5 s ahead at 40 s last to the end: no stall to place.
-        assert_eq!(last_stall_at(40.0, 2.5), None);
-        // Past 53 s the stall the buffer runs into is the one there is.
-        assert_eq!(last_stall_at(54.0, 0.5), None);
-        // At ρ = 0.99, 0.5 s ahead at 400 s of 600 falls 1.5 s short too, but the stall would
-        // go 70 s before the end: further than the 30 s the rate was measured over.
-        assert_eq!(last_stall_in(600, 0.99, 400.0, 0.5), None);
-        // At ρ = 0.98, 35 s before the end; at ρ = 0.97, 23.3 s before it.
-        assert_eq!(last_stall_in(600, 0.98, 400.0, 0.5), None);
-        let at = last_stall_in(600, 0.97, 400.0, 0.5).unwrap();
-        assert!((at.as_secs_f64() - (600.0 - 0.7 / 0.03)).abs() < 1e-3, "{at:?}");
     }
 }
