@@ -10,8 +10,8 @@
 //! clocks: the soonest path takes the head of the queue, a later one the packet the sooner
 //! paths will not have delivered by the time its answer lands (Wei et al., "QoE-Optimized
 //! MultiPath Scheduling for Video Services in Large-Scale Peer-to-Peer CDNs", IEEE JSAC
-//! 2025). A path whose turn lies past the queue's end takes the last packet only if it lands
-//! first.
+//! 2025). A slow path whose answers vary leaves a packet near the reorder buffer's limit, and
+//! one whose turn lies past the queue's end takes the last packet only if it lands first.
 //!
 //! Around that core, mechanisms that each fix one way the model alone loses time, each with
 //! a switch in [`WeaveConfig`] (all on by default; docs/weave.md has the design and the
@@ -316,6 +316,9 @@ impl Weave {
             }
             if k < pending {
                 let seq = queue.nth(k)?;
+                if k > 0 && self.cfg.buffer_slack && self.near_the_buffer_limit(view, call, j, seq) {
+                    continue;
+                }
                 return self.pick(view.now, p, seq, call.at[j]);
             }
             if pending > 0 {
