@@ -164,8 +164,9 @@ impl Weave {
         }
     }
 
-    /// The next moment a request in flight on one path only and not copied turns overdue,
-    /// once nothing is pending: `copy_candidate`'s trigger. When the late requests are the
+    /// The next moment a request in flight on one path only and not copied turns overdue:
+    /// `copy_candidate`'s trigger once nothing is pending (each such request), and
+    /// `player_copy`'s otherwise (the packet at the cursor). When the late requests are the
     /// last ones their path holds, no other event comes until that path's RTO.
     pub(super) fn next_overdue(&self, view: &View<'_>) -> Option<Instant> {
         let now = view.now.since_epoch().as_secs_f64();
@@ -181,13 +182,17 @@ impl Weave {
                 }
             }
         };
-        if view.pending.is_empty() && self.cfg.tail_copies {
-            view.scan_in_flight(&mut |seq, copies| {
-                if copies == 1 && !self.copied.contains(&seq) {
-                    consider(seq, &|q| self.overdue_after(q));
-                }
-                true
-            });
+        if view.pending.is_empty() {
+            if self.cfg.tail_copies {
+                view.scan_in_flight(&mut |seq, copies| {
+                    if copies == 1 && !self.copied.contains(&seq) {
+                        consider(seq, &|q| self.overdue_after(q));
+                    }
+                    true
+                });
+            }
+        } else if self.cfg.player_copies && view.player_buffer.is_some() && !self.copied.contains(&view.cursor) {
+            consider(view.cursor, &|_| 0.0);
         }
         // Whole microseconds past the moment: a wake that lands on it, rounded down, would
         // find nothing overdue and ask for itself again.
