@@ -1230,6 +1230,8 @@ impl Download {
             views.retain(|v| v.origin);
             self.views_valid = false;
         }
+        // Between the picks of this poll only the picked path's view is written again.
+        let mut only_changed = None;
         for _ in 0..MAX_PICKS_PER_POLL {
             if !views.iter().any(|v| v.can_send) {
                 break;
@@ -1260,6 +1262,7 @@ impl Download {
                 reorder_limit: new_end,
                 player_buffer: self.player.as_ref().map(|p| p.buffer_level(now)),
                 player: self.player.as_ref(),
+                only_changed,
             };
             let Some(pick) = self.scheduler.next(&view) else { break };
             // Only established paths have views, and only they can take a pick.
@@ -1271,6 +1274,7 @@ impl Download {
                 break;
             }
             self.paths[index].write_view(now, &mut views[slot], false);
+            only_changed = Some(slot);
         }
         self.view_paths = views;
         if self.subflows.is_some() {

@@ -170,6 +170,11 @@ pub struct View<'a> {
     pub player_buffer: Option<Duration>,
     /// The attached player, for per-packet play deadlines.
     pub(crate) player: Option<&'a Player>,
+    /// `Some(i)`: this scheduler's last call was at the same instant, in the same poll, and
+    /// its pick was carried out; of the paths' views only `paths[i]` (the path it picked)
+    /// may differ from that call's. A scheduler that keeps values per path between calls
+    /// need not compare the others' views. `None`: no such promise.
+    pub(crate) only_changed: Option<usize>,
 }
 
 impl<'a> View<'a> {

@@ -118,6 +118,7 @@ impl Fixture {
             reorder_limit: self.new_end,
             player_buffer: self.player.as_ref().map(|p| p.buffer_level(self.now)),
             player: self.player.as_ref(),
+            only_changed: None,
         }
     }
 

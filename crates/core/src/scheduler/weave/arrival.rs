@@ -212,15 +212,33 @@ impl PathClock {
 impl Weave {
     /// Keeps each path's peak delivery rate over the last `peak_window_rtts` round trips, and
     /// the pipe cap's RTT from a round measured while the path's pipe was not full.
+    #[cfg(test)]
     pub(super) fn update_peaks(&mut self, view: &View<'_>) {
-        for p in view.paths {
+        self.update_peaks_since(view, None);
+    }
+
+    /// `update_peaks`, with the last call's values (`last`): at the same instant and packet
+    /// size, a path whose view the core promises unchanged (`View::only_changed`) and whose
+    /// clock is as that call left it would feed its filters the sample they were last fed,
+    /// so only its pipe-cap RTT is looked at (the peak may have moved after that call's look).
+    pub(super) fn update_peaks_since(&mut self, view: &View<'_>, last: Option<&PerCall>) {
+        let unchanged = |j: usize| {
+            last.and_then(|call| Self::unchanged_view(view, call, j))
+                .unwrap_or(false)
+        };
+        for (j, p) in view.paths.iter().enumerate() {
             let Some(rate) = p.delivery_rate else { continue };
             let state = self.clocks.entry_unversioned(p.id, &self.cfg);
+            let same = unchanged(j) && last.is_some_and(|call| call.versions[j] == Some(state.version));
             if let (Some(peak), Some(rtt)) = (state.peak.get(), state.last_round_pipe_rtt) {
                 if rate * self.cfg.pipe_gain < peak && state.pipe_rtt != Some(rtt) {
                     state.pipe_rtt = Some(rtt);
                     state.version += 1;
                 }
+            }
+            if same {
+                // The key below is the one the filters were last updated with.
+                continue;
             }
             // The delivery rate is measured over a window's worth of answers, seconds when the
             // window is large and the cap holds the path to a few requests in flight; the last
@@ -279,14 +297,17 @@ impl Weave {
             call.under_cap.clear();
             call.under_cap.resize(n, false);
         }
-        let mut changed = whole;
+        call.changed.clear();
         for (j, p) in view.paths.iter().enumerate() {
             let state = self.clocks.get(&p.id);
             let version = state.map(|c| c.version);
-            if !whole && call.versions[j] == version && call.views[j] == *p {
+            if !whole
+                && call.versions[j] == version
+                && (Self::unchanged_view(view, call, j) == Some(true) || call.views[j] == *p)
+            {
                 continue;
             }
-            changed = true;
+            call.changed.push(j);
             let rate = Self::rate(state, view, p);
             let base = unqueued_answer(p);
             let at = match state {
@@ -312,15 +333,47 @@ impl Weave {
                 call.views[j].clone_from(p);
             }
         }
-        if !changed {
-            return;
-        }
+        // Soonest answer first, ties by path id: a strict order (the ids differ), so the paths
+        // whose values stayed keep their places among themselves, and only the changed ones
+        // are put back where they now belong.
         let at = &call.at;
-        call.order.clear();
-        call.order
-            .extend((0..view.paths.len()).filter(|&j| view.paths[j].can_send));
-        call.order
-            .sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(view.paths[a].id.cmp(&view.paths[b].id)));
+        let before = |a: usize, b: usize| {
+            at[a]
+                .total_cmp(&at[b])
+                .then(view.paths[a].id.cmp(&view.paths[b].id))
+                .is_lt()
+        };
+        if whole {
+            call.order.clear();
+        } else {
+            for j in &call.changed {
+                if let Some(place) = call.order.iter().position(|k| k == j) {
+                    call.order.remove(place);
+                }
+            }
+        }
+        for &j in &call.changed {
+            if view.paths[j].can_send {
+                let place = call
+                    .order
+                    .iter()
+                    .position(|&k| before(j, k))
+                    .unwrap_or(call.order.len());
+                call.order.insert(place, j);
+            }
+        }
+    }
+
+    /// `Some(true)`: path `j`'s view is the one `call` was computed on, as the core promises
+    /// (`View::only_changed`) for a call at the same instant and packet size; `Some(false)`:
+    /// the promise is for another path; `None`: no promise.
+    fn unchanged_view(view: &View<'_>, call: &PerCall, j: usize) -> Option<bool> {
+        let i = view.only_changed?;
+        let comparable = call.views.len() == view.paths.len()
+            && call
+                .key
+                .is_some_and(|(now, _, size)| now == view.now && size == view.packet_size);
+        comparable.then_some(i != j)
     }
 
     /// The paths answering sooner than path `i`, in index order.

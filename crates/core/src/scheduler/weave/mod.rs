@@ -186,6 +186,8 @@ pub(super) struct PerCall {
     key: Option<(Instant, Option<bool>, u64)>,
     views: Vec<PathView>,
     versions: Vec<Option<u64>>,
+    /// The paths whose values this call recomputed.
+    changed: Vec<usize>,
 }
 
 /// The model's answer to one request in flight.
@@ -370,11 +372,11 @@ impl Scheduler for Weave {
         }
         self.wake = None;
         self.sharing_moved = false;
-        self.update_peaks(view);
+        let mut call = self.call.take().unwrap_or_default();
+        self.update_peaks_since(view, Some(&call));
         self.first_cursor.get_or_insert(view.cursor);
         self.sample_arrivals(view.now);
         let hold = self.stall_hold(view);
-        let mut call = self.call.take().unwrap_or_default();
         self.per_call(view, &mut call);
         // Held only while something else is pending: the task cannot end without the packet,
         // and the paths would idle until playback stalls.
