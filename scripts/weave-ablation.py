@@ -46,6 +46,9 @@ import tempfile
 import time
 import tomllib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reproduce import sha256_file  # noqa: E402  (a sibling script, one digest for both)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = "<!-- BEGIN generated ablation -->"
 END = "<!-- END generated ablation -->"
@@ -65,12 +68,6 @@ def scenario_files():
     return out
 
 
-def digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def run(exe, build, args, cache):
@@ -183,7 +180,7 @@ def main():
     tmp = tempfile.mkdtemp()
     exe = os.path.join(tmp, "pcdn")
     shutil.copy2(binary, exe)
-    build = digest(exe)
+    build = sha256_file(exe)
 
     threads = ["--threads", str(max(1, (os.cpu_count() or 1) // args.jobs))] if args.jobs > 1 else []
     common = ["--json", "--seed", str(args.seed), "--repeat", str(args.repeat)] + threads
