@@ -34,16 +34,19 @@ use std::collections::BinaryHeap;
 
 /// Seconds until the answer to a request that meets no queue on path `p`: its minimum RTT
 /// plus Eq. 6's loss penalty (E − sRTT).
+#[inline]
 pub(super) fn unqueued_answer(p: &PathView) -> f64 {
     (p.min_rtt + penalty(p)).as_secs_f64()
 }
 
 /// Eq. 6's loss penalty on path `p` (E − sRTT), in seconds: what its losses add to an
 /// answer on average, queued or not.
+#[inline]
 pub(super) fn loss_penalty(p: &PathView) -> f64 {
     penalty(p).as_secs_f64()
 }
 
+#[inline]
 fn penalty(p: &PathView) -> Duration {
     p.expected_time.saturating_sub(p.srtt)
 }
@@ -74,6 +77,8 @@ impl Clocks {
     }
 
     /// As `entry`, for a caller that moves the version on itself if it changes anything.
+    /// Inlined: `update_peaks` calls it for every path on every call.
+    #[inline]
     fn entry_unversioned(&mut self, path: PathId, cfg: &WeaveConfig) -> &mut PathClock {
         let i = path.0 as usize;
         if self.0.len() <= i {
@@ -222,10 +227,8 @@ impl Weave {
     /// clock is as that call left it would feed its filters the sample they were last fed,
     /// so only its pipe-cap RTT is looked at (the peak may have moved after that call's look).
     pub(super) fn update_peaks_since(&mut self, view: &View<'_>, last: Option<&PerCall>) {
-        let unchanged = |j: usize| {
-            last.and_then(|call| Self::unchanged_view(view, call, j))
-                .unwrap_or(false)
-        };
+        let promised = last.and_then(|call| Self::promised(view, call));
+        let unchanged = |j: usize| promised.is_some_and(|i| i != j);
         for (j, p) in view.paths.iter().enumerate() {
             let Some(rate) = p.delivery_rate else { continue };
             let state = self.clocks.entry_unversioned(p.id, &self.cfg);
@@ -298,13 +301,12 @@ impl Weave {
             call.under_cap.resize(n, false);
         }
         call.changed.clear();
+        // The call's key is this one's (else `whole`), so the core's promise holds as given.
+        let promised = if whole { None } else { view.only_changed };
         for (j, p) in view.paths.iter().enumerate() {
             let state = self.clocks.get(&p.id);
             let version = state.map(|c| c.version);
-            if !whole
-                && call.versions[j] == version
-                && (Self::unchanged_view(view, call, j) == Some(true) || call.views[j] == *p)
-            {
+            if !whole && call.versions[j] == version && (promised.is_some_and(|i| i != j) || call.views[j] == *p) {
                 continue;
             }
             call.changed.push(j);
@@ -364,16 +366,16 @@ impl Weave {
         }
     }
 
-    /// `Some(true)`: path `j`'s view is the one `call` was computed on, as the core promises
-    /// (`View::only_changed`) for a call at the same instant and packet size; `Some(false)`:
-    /// the promise is for another path; `None`: no promise.
-    fn unchanged_view(view: &View<'_>, call: &PerCall, j: usize) -> Option<bool> {
+    /// `Some(i)`: every path's view but `paths[i]`'s is the one `call` was computed on, as the
+    /// core promises (`View::only_changed`) for a call at the same instant and packet size;
+    /// `None`: no promise.
+    fn promised(view: &View<'_>, call: &PerCall) -> Option<usize> {
         let i = view.only_changed?;
         let comparable = call.views.len() == view.paths.len()
             && call
                 .key
                 .is_some_and(|(now, _, size)| now == view.now && size == view.packet_size);
-        comparable.then_some(i != j)
+        comparable.then_some(i)
     }
 
     /// The paths answering sooner than path `i`, in index order.

@@ -47,9 +47,14 @@ impl Weave {
         let me = &view.paths[i];
         let answered = |p: &PathView| self.clocks.get(&p.id).and_then(|c| c.last_round_rate).unwrap_or(0.0);
         for (j, kept) in view.paths.iter().enumerate() {
+            // With no pair taken or on trial, only a path answering no later than this one
+            // can shadow it: the others are passed before any hashing.
+            if j == i || (self.sharing.is_empty() && at[j] > at[i]) {
+                continue;
+            }
             let pair = (me.id.min(kept.id), me.id.max(kept.id));
             // Most downloads never suspect a pair: no hashing then.
-            if j == i || (!self.separate.is_empty() && self.separate.contains(&pair)) {
+            if !self.separate.is_empty() && self.separate.contains(&pair) {
                 continue;
             }
             let sharing = if self.sharing.is_empty() {
@@ -95,11 +100,13 @@ impl Weave {
                     // The two carry no more than the kept path has carried alone (half of
                     // this path's rate is the margin), this path carries enough of it for the
                     // trial to measure, and there is work to carry.
+                    if !later {
+                        continue;
+                    }
                     let (mine, theirs) = (answered(me), answered(kept));
                     let no_gain = theirs + self.cfg.shared_headroom * mine <= call.rate[j];
                     let measurable = theirs > 0.0 && mine > 0.0 && mine >= self.cfg.shared_min_share * (mine + theirs);
-                    if later
-                        && no_gain
+                    if no_gain
                         && measurable
                         && !view.pending.is_empty()
                         && self.free_for_a_trial(kept.id, me.id)
