@@ -180,6 +180,10 @@ pub(super) struct PerCall {
     rate: Vec<f64>,
     sooner: Vec<f64>,
     under_cap: Vec<bool>,
+    /// For a path left idle in another's place by the pairwise trial (`shared`), the path
+    /// that carries its share meanwhile: Eq. 7 counts the idle path's rate from that path's
+    /// answer on.
+    stand_in: Vec<Option<usize>>,
     order: Vec<usize>,
     /// What the values were computed from: the time, whether the first frame was shown and
     /// the packet size; each path's view and its clock's version.
@@ -279,9 +283,14 @@ impl Weave {
     }
 
     /// The decision of one `next()` call, on the per-path values of `call`.
-    fn choose(&mut self, view: &View<'_>, call: &PerCall, queue: Queue<'_>) -> Option<Pick> {
+    fn choose(&mut self, view: &View<'_>, call: &mut PerCall, queue: Queue<'_>) -> Option<Pick> {
+        if self.cfg.shared_trial && self.cfg.shared_line {
+            self.advance_lines(view, call);
+        }
+        self.mark_stand_ins(view, call);
+        let call = &*call;
         let pending = queue.len();
-        let soonest = call.at.iter().copied().fold(f64::INFINITY, f64::min);
+        let soonest = Self::soonest(call);
         // Copies so far against their cap; it moves only with a pick, which ends the call.
         let may_copy = self.copies < self.cfg.copy_allowance + (self.requests as f64 * self.cfg.copy_share) as u64;
         // Some path with room reached the copy rules.
@@ -290,9 +299,6 @@ impl Weave {
         // Whether a copy before the task's tail is possible at all, once asked.
         let mut before_tail = None;
         let first_frame_end = view.first_frame_end();
-        if self.cfg.shared_trial && self.cfg.shared_line {
-            self.advance_lines(view, call);
-        }
         // Soonest answer first: it takes the head of the queue, the others their offsets.
         for &j in &call.order {
             let p = &view.paths[j];
@@ -350,6 +356,9 @@ impl Weave {
         if could_copy {
             self.wake = self.next_overdue(view);
         }
+        // A path left idle for a trial is judged when the trial ends: be called then, even
+        // if nothing is in flight to call sooner.
+        self.wake = min_of(self.wake, self.trial_end(view));
         None
     }
 }
@@ -386,7 +395,7 @@ impl Scheduler for Weave {
                 .and_then(|(seq, _)| view.pending.rank(seq))
                 .filter(|_| view.pending.len() > 1),
         };
-        let pick = self.choose(view, &call, queue);
+        let pick = self.choose(view, &mut call, queue);
         if let (Some(hold), Some(pick)) = (hold, pick) {
             // A pick past the packet: it is held from now on, even as the prediction moves.
             if pick.seq > hold.0 && queue.held.is_some() {

@@ -50,7 +50,7 @@ impl Weave {
     pub(super) fn offset(call: &PerCall, i: usize) -> u64 {
         let at = &call.at;
         let packets: f64 = Self::sooner_than(call, i)
-            .map(|j| (at[i] - at[j]) * call.sooner[j])
+            .map(|j| (at[i] - Self::counts_from(call, j)) * call.sooner[j])
             .sum();
         // The clocks pass through nanoseconds: a whole number of packets must not floor to one less.
         (packets + 1e-6).floor() as u64

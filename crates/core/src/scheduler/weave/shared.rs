@@ -9,7 +9,10 @@
 //! what both carried, the later one stays idle while the sooner answers sooner (it takes
 //! over if the sooner fails or falls behind); otherwise the pair is not suspected again
 //! (two separate links the same requests fill at once, which the coherence alone cannot
-//! tell apart).
+//! tell apart). While a path is idle, Eq. 7 counts its rate from the kept path's answer
+//! on (the queue gives the kept path what the idle one leaves), so no path skips packets
+//! for it that it will not ask for; weave is called back when the trial ends, even with
+//! nothing in flight.
 //! With `shared_one_trial`, a pair is tried only while neither path is in another trial, the later path keeps none
 //! idle and the sooner is idle in no one's place: several paths behind one access line
 //! share one rate, and trials run at once each credited the kept path's gain to themselves
@@ -70,8 +73,7 @@ impl Weave {
                     }
                 }
                 Some(Sharing::Trial { keep, since, needed }) if keep == kept.id => {
-                    let trial = self.cfg.shared_trial_rtts * kept.srtt.as_secs_f64();
-                    if (view.now - since).as_secs_f64() < trial {
+                    if view.now < self.trial_end_of(view, keep, since) {
                         return true;
                     }
                     if answered(kept) >= needed {
@@ -127,6 +129,50 @@ impl Weave {
             }
         }
         false
+    }
+
+    /// Marks in `call.stand_in` each path the pairwise trial leaves idle, with the path that
+    /// carries its share: on a running trial, or confirmed behind a kept path that answers
+    /// sooner (what `shadowed` decides, without starting or ending a trial).
+    pub(super) fn mark_stand_ins(&self, view: &View<'_>, call: &mut PerCall) {
+        let mut stand_in = std::mem::take(&mut call.stand_in);
+        stand_in.clear();
+        stand_in.resize(view.paths.len(), None);
+        if self.cfg.shared_trial && !self.cfg.shared_line {
+            let index = |id: PathId| view.paths.iter().position(|p| p.id == id);
+            for (&(a, b), sharing) in &self.sharing {
+                let (keep, idle) = match *sharing {
+                    Sharing::Trial { keep, since, .. } => (keep, view.now < self.trial_end_of(view, keep, since)),
+                    Sharing::Confirmed { keep } => (keep, true),
+                };
+                let other = if keep == a { b } else { a };
+                if let (true, Some(k), Some(o)) = (idle, index(keep), index(other)) {
+                    let confirmed = matches!(sharing, Sharing::Confirmed { .. });
+                    if !confirmed || call.at[k] <= call.at[o] {
+                        stand_in[o] = Some(k);
+                    }
+                }
+            }
+        }
+        call.stand_in = stand_in;
+    }
+
+    /// When a trial that keeps `keep` since `since` ends.
+    fn trial_end_of(&self, view: &View<'_>, keep: PathId, since: Instant) -> Instant {
+        let srtt = view.path(keep).map_or(0.0, |p| p.srtt.as_secs_f64());
+        since + crate::time::Duration::from_secs_f64(self.cfg.shared_trial_rtts * srtt)
+    }
+
+    /// The end of the soonest running pairwise trial.
+    pub(super) fn trial_end(&self, view: &View<'_>) -> Option<Instant> {
+        self.sharing
+            .values()
+            .filter_map(|sharing| match *sharing {
+                Sharing::Trial { keep, since, .. } => Some(self.trial_end_of(view, keep, since)),
+                Sharing::Confirmed { .. } => None,
+            })
+            .filter(|&end| end > view.now)
+            .min()
     }
 
     /// Neither path is part of another trial, `idle` keeps no path idle and `keep` is idle
@@ -205,6 +251,38 @@ mod tests {
             shared_line: false,
             ..WeaveConfig::default()
         }
+    }
+
+    #[test]
+    fn a_path_left_idle_for_a_trial_leaves_the_task_tail_to_the_others_and_is_called_back_when_it_ends() {
+        // The 10 ms path is left idle while the 50 ms one is on trial; three packets are left
+        // at the task's tail. Counted in Eq. 7's sums, the idle path would take all three
+        // before the 30 ms path's request landed, so no path asked for them, and with nothing
+        // in flight no one called the scheduler again.
+        let paths = vec![
+            measured(path(0, 10, 10, 0)),
+            measured(path(1, 30, 10, 0)),
+            measured(path(2, 50, 10, 0)),
+        ];
+        let mut f = Fixture::new(paths, 0..3);
+        let mut w = Weave::with_config(pairwise());
+        let trial = Sharing::Trial {
+            keep: PathId(2),
+            since: Instant::ZERO,
+            needed: 1.0,
+        };
+        w.sharing.insert((PathId(0), PathId(2)), trial);
+        let pick = w.next(&f.view()).expect("the tail is asked for");
+        assert_eq!((pick.path, pick.seq), (PathId(1), 0));
+        // With the other two paths' windows full, nothing is picked until the trial ends at
+        // 8 of the kept path's 50 ms RTTs.
+        f.path_mut(1).in_flight = 10;
+        f.path_mut(1).can_send = false;
+        f.path_mut(2).in_flight = 10;
+        f.path_mut(2).can_send = false;
+        f.now = Instant::from_nanos(1_000_000);
+        assert_eq!(w.next(&f.view()), None);
+        assert_eq!(w.poll_timeout(), Some(Instant::from_nanos(400_000_000)));
     }
 
     /// A queueing delay that moves 0-4 ms in a 50 ms cycle.
