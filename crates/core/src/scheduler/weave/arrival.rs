@@ -206,6 +206,28 @@ impl PathClock {
         }
     }
 
+    /// The path has nothing in flight after the answer at `now` (`WeaveConfig::idle_rounds`):
+    /// the round trip under way ends with it, if it holds at least `idle_round_answers`
+    /// answers after the first, so that the time the path then idles counts in no round
+    /// trip's rate. A burst's answers then measure the rate they came at (packet-train
+    /// dispersion, Dovrolis et al., "Packet-Dispersion Techniques and a Capacity-Estimation
+    /// Methodology", IEEE/ACM ToN 2004), not the burst over the idle gap after it.
+    pub(super) fn on_idle(&mut self, now: Instant, cfg: &WeaveConfig) {
+        let min_answers = cfg.idle_round_answers;
+        let Some(round) = self.round else { return };
+        let elapsed = (now - round.start).as_secs_f64();
+        if round.answers < min_answers.max(1) || elapsed <= 0.0 {
+            return;
+        }
+        if let Some(rtt) = round.pipe_rtt(cfg.jitter_spread) {
+            self.last_round_pipe_rtt = Some(rtt);
+        }
+        let rate = round.answers as f64 / elapsed;
+        self.last_round_rate = Some(rate);
+        self.on_round_rate(rate);
+        self.round = None;
+    }
+
     /// Folds the error of a modelled answer into the averages (RFC 6298 §2.3's order:
     /// the deviation against the old average first).
     pub(super) fn on_error(&mut self, error: f64, gain: f64) {
@@ -534,5 +556,37 @@ mod tests {
         // deviation 5 ms more: 10 ms later at 1000 packets/s, 10 packets further (seq 51).
         assert_eq!(next_pick_after_an_answer(50).seq, 41);
         assert_eq!(next_pick_after_an_answer(70).seq, 51);
+    }
+
+    #[test]
+    fn a_burst_followed_by_nothing_in_flight_measures_the_rate_it_came_at() {
+        // A 340 ms path answers 100 requests 1 ms apart (a task's share, sent at once), then
+        // has nothing in flight; the next task's first answer comes at 0.9 s. With the round
+        // trip ended at the burst's last answer (`idle_rounds`): 99 gaps in 99 ms, 1000
+        // answers a second. Without: the round trip lasts until 0.9 s, 100 answers in it.
+        let cfg = WeaveConfig {
+            idle_rounds: true,
+            ..WeaveConfig::default()
+        };
+        let rate = |idle: bool| {
+            let mut clock = PathClock::new(&cfg);
+            for i in 0..100 {
+                clock.on_rtt_sample(Instant::from_nanos(i * 1_000_000), 0.34, 0.0, &cfg);
+            }
+            if idle {
+                clock.on_idle(Instant::from_nanos(99_000_000), &cfg);
+            }
+            clock.on_rtt_sample(Instant::from_nanos(900_000_000), 0.34, 0.0, &cfg);
+            clock.last_round_rate.unwrap()
+        };
+        assert!((rate(true) - 1000.0).abs() < 1e-6, "{}", rate(true));
+        assert!((rate(false) - 100.0 / 0.9).abs() < 1e-6, "{}", rate(false));
+        // A burst shorter than `idle_round_answers` leaves the round trip running.
+        let mut clock = PathClock::new(&cfg);
+        for i in 0..10 {
+            clock.on_rtt_sample(Instant::from_nanos(i * 1_000_000), 0.34, 0.0, &cfg);
+        }
+        clock.on_idle(Instant::from_nanos(9_000_000), &cfg);
+        assert!(clock.round.is_some() && clock.last_round_rate.is_none());
     }
 }

@@ -38,6 +38,16 @@ pub struct WeaveConfig {
     /// Gain of the model's error and deviation averages: RFC 6298 §2 (1/8, 1/4); 1/4 for both
     /// followed a jittery path closer (Pscheduler Fig. 16).
     pub error_gain: f64,
+    /// A path's round trip ends when it runs out of requests, so that a burst's answers (a
+    /// long-RTT path's share of a task, sent at once) measure the rate they came at, not the
+    /// burst over the idle gap before the next task. Off: on `pcdn sim --random 300 --seed
+    /// 7001 --scheduler weave` it moved (by more than 1 %) 13 worlds up and 4 down under
+    /// `weft`, 11 up and 8 down under BBR, 5 up and 10 down under CUBIC (docs/weave.md).
+    pub idle_rounds: bool,
+    /// Least answers after the first in a round trip that `idle_rounds` ends: at 16 two
+    /// videos of the seed-7001 worlds (7052 under `weft`, 7158 under CUBIC) waited seconds
+    /// longer, at 64 neither moved; world 7277 gained as much at 64 as at 4 and 16.
+    pub idle_round_answers: u64,
     /// Round trips over which the peak delivery rate is kept: BBR's bandwidth filter (Cardwell
     /// et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016).
     pub peak_window_rtts: f64,
@@ -163,6 +173,8 @@ impl Default for WeaveConfig {
             stall_shaping: true,
             shared_trial: true,
             error_gain: 0.25,
+            idle_rounds: false,
+            idle_round_answers: 64,
             peak_window_rtts: 10.0,
             pipe_gain: 1.25,
             pipe_allowance: 4.0,

@@ -450,7 +450,11 @@ impl Scheduler for Weave {
                         self.cfg.error_gain,
                     );
                 }
-                self.earliest_answer(path);
+                if self.earliest_answer(path).is_none() && self.cfg.idle_rounds {
+                    if let Some(state) = self.clocks.get_mut(&path) {
+                        state.on_idle(now, &self.cfg);
+                    }
+                }
             }
             SchedEvent::Lost { path, seq } => {
                 self.predicted.remove(&(path, seq));
