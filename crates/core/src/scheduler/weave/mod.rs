@@ -254,16 +254,17 @@ impl Weave {
     fn pick(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
         self.requests += 1;
         let path = p.id;
+        let max_loss = self.cfg.max_loss;
         let state = self.clock_mut(path);
         // The clock chains the model's predictions; the error terms are added when read, and
         // the loss penalty too: it is what a loss adds on average to this answer, not a delay
         // the next request waits behind.
         let model = (arrival - state.shift()).max(0.0);
-        let model = (model - loss_penalty(p)).max(p.min_rtt.as_secs_f64());
+        let model = (model - loss_penalty(p, max_loss)).max(p.min_rtt.as_secs_f64());
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
         state.answers.push(Reverse((raw, seq)));
-        let queued = (model - unqueued_answer(p)).max(0.0);
+        let queued = (model - unqueued_answer(p, max_loss)).max(0.0);
         self.predicted.insert(
             (path, seq),
             Prediction {
@@ -435,6 +436,7 @@ impl Scheduler for Weave {
                     self.copied.remove(&seq);
                 }
                 let state = self.clocks.entry(path, &self.cfg);
+                state.loss_run = 0;
                 let predicted = self.predicted.remove(&(path, seq));
                 // A zero RTT: the answer matched no request in flight, so no sample.
                 if rtt > Duration::ZERO {
@@ -458,6 +460,9 @@ impl Scheduler for Weave {
             }
             SchedEvent::Lost { path, seq } => {
                 self.predicted.remove(&(path, seq));
+                let state = self.clocks.entry(path, &self.cfg);
+                state.loss_run += 1;
+                state.loss_burst = state.loss_burst.max(state.loss_run);
                 self.earliest_answer(path);
             }
             SchedEvent::PathRemoved(path) => {

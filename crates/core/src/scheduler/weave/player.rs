@@ -102,7 +102,7 @@ impl Weave {
     /// the packet the frame would wait for last.
     pub(super) fn first_frame_copy(&self, view: &View<'_>, call: &PerCall, i: usize, end: u64) -> Option<u64> {
         let now = view.now.since_epoch().as_secs_f64();
-        let copier = unqueued_answer(&view.paths[i]);
+        let copier = unqueued_answer(&view.paths[i], self.cfg.max_loss);
         // (modelled answer, seq) of the candidate so far.
         let mut found: Option<(f64, u64)> = None;
         view.scan_in_flight(&mut |seq, copies| {
@@ -122,7 +122,7 @@ impl Weave {
             let lands = self.modelled_answer(now, q.id, seq);
             let at_risk = q.loss_rate >= self.cfg.lossy_path
                 || (q.delivered as f64) < 1.0 / self.cfg.lossy_path
-                || unqueued_answer(q) > copier
+                || unqueued_answer(q, self.cfg.max_loss) > copier
                 || lands.is_some_and(|lands| call.at[i] < lands);
             if !at_risk {
                 return true;
