@@ -419,32 +419,6 @@ impl Weave {
         comparable.then_some(i)
     }
 
-    /// When path `j`'s rate starts to count for the paths answering later: its answer, or,
-    /// while it is left idle, the answer of the path carrying its share (the shared queue
-    /// gives that path the rate the idle one leaves).
-    pub(super) fn counts_from(call: &PerCall, j: usize) -> f64 {
-        match call.stand_in.get(j) {
-            Some(&Some(k)) => call.at[j].max(call.at[k]),
-            _ => call.at[j],
-        }
-    }
-
-    /// The paths whose rate counts before path `i`'s answer, in index order (not those it
-    /// carries itself).
-    pub(super) fn sooner_than(call: &PerCall, i: usize) -> impl Iterator<Item = usize> + '_ {
-        let at = &call.at;
-        (0..at.len()).filter(move |&j| {
-            j != i && Self::counts_from(call, j) < at[i] && call.stand_in.get(j).is_none_or(|&k| k != Some(i))
-        })
-    }
-
-    /// The soonest answer that counts.
-    pub(super) fn soonest(call: &PerCall) -> f64 {
-        (0..call.at.len())
-            .map(|j| Self::counts_from(call, j))
-            .fold(f64::INFINITY, f64::min)
-    }
-
     /// Seconds from `now` (since the epoch) until the modelled answer to `seq` on `path`, with
     /// that path's error terms; negative once overdue. `None` for a request the scheduler
     /// did not make.
