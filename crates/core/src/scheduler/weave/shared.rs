@@ -131,9 +131,9 @@ impl Weave {
         false
     }
 
-    /// Marks in `call.stand_in` each path the pairwise trial leaves idle, with the path that
-    /// carries its share: on a running trial, or confirmed behind a kept path that answers
-    /// sooner (what `shadowed` decides, without starting or ending a trial).
+    /// Marks in `call.stand_in` each path a running pairwise trial leaves idle, with the kept
+    /// path that carries its share. (A confirmed pair idles its path only while the kept one
+    /// answers sooner, so Eq. 7 counts it after the kept path's answer anyway.)
     pub(super) fn mark_stand_ins(&self, view: &View<'_>, call: &mut PerCall) {
         let mut stand_in = std::mem::take(&mut call.stand_in);
         stand_in.clear();
@@ -141,16 +141,14 @@ impl Weave {
         if self.cfg.shared_trial && !self.cfg.shared_line {
             let index = |id: PathId| view.paths.iter().position(|p| p.id == id);
             for (&(a, b), sharing) in &self.sharing {
-                let (keep, idle) = match *sharing {
-                    Sharing::Trial { keep, since, .. } => (keep, view.now < self.trial_end_of(view, keep, since)),
-                    Sharing::Confirmed { keep } => (keep, true),
+                let Sharing::Trial { keep, since, .. } = *sharing else {
+                    continue;
                 };
                 let other = if keep == a { b } else { a };
-                if let (true, Some(k), Some(o)) = (idle, index(keep), index(other)) {
-                    let confirmed = matches!(sharing, Sharing::Confirmed { .. });
-                    if !confirmed || call.at[k] <= call.at[o] {
-                        stand_in[o] = Some(k);
-                    }
+                if view.now < self.trial_end_of(view, keep, since)
+                    && let (Some(k), Some(o)) = (index(keep), index(other))
+                {
+                    stand_in[o] = Some(k);
                 }
             }
         }
