@@ -16,10 +16,23 @@ pub struct Paired {
     pub half_width: f64,
 }
 
+/// Scorecard differences smaller than this share of the best mean are level whatever the
+/// interval says: the scorecard shows three significant digits, and runs that
+/// take the same decisions up to floating-point rounding differ on every seed by the same
+/// speck, so their interval is zero wide (`pcdn sim --random 1 --seed 7210 --cc cubic`: two
+/// aggregations 5e-12 apart; world 7021: a first frame 8 ns later).
+pub const RESOLUTION: f64 = 1e-3;
+
 impl Paired {
     /// Whether the interval excludes zero: the difference is more than the seeds' draw.
     pub fn is_clear(&self) -> bool {
         self.mean.abs() > self.half_width
+    }
+
+    /// [`Paired::is_clear`], and the difference at least [`RESOLUTION`] of `reference` (the
+    /// mean it is compared with).
+    pub fn is_clear_of(&self, reference: f64) -> bool {
+        self.is_clear() && self.mean.abs() >= RESOLUTION * reference.abs()
     }
 }
 
@@ -56,6 +69,20 @@ mod tests {
             "{p:?}"
         );
         assert!(p.is_clear());
+    }
+
+    #[test]
+    fn a_difference_below_the_resolution_is_not_clear_even_with_no_spread() {
+        // The same speck on every seed: a zero-wide interval that excludes zero.
+        let a = [0.849235209, 0.849235209, 0.849235209];
+        let b = [0.849235201, 0.849235201, 0.849235201];
+        let p = paired(&a, &b).unwrap();
+        assert!(p.is_clear());
+        assert!(!p.is_clear_of(0.849235201));
+        // A thousandth of the reference is the least difference that counts.
+        let p = paired(&[1.002, 2.002], &[1.0, 2.0]).unwrap();
+        assert!(p.is_clear_of(1.5));
+        assert!(!p.is_clear_of(2.5));
     }
 
     #[test]

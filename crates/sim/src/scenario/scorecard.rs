@@ -90,7 +90,7 @@ pub fn judge(runs: &[(String, Vec<f64>, f64)], goal: Goal) -> Vec<Standing> {
             let p = paired(values, best);
             let verdict = if own == best_mean {
                 Verdict::Best
-            } else if values == best || p.is_some_and(|p| !p.is_clear()) {
+            } else if values == best || p.is_some_and(|p| !p.is_clear_of(best_mean)) {
                 Verdict::Level
             } else {
                 Verdict::Behind
@@ -283,6 +283,14 @@ mod tests {
         assert!((s[1].gap - 0.1 / 0.85).abs() < 1e-12, "{:?}", s[1]);
         assert!((s[1].diff.unwrap() + 0.1).abs() < 1e-12);
         assert_eq!(s[0].diff, None);
+    }
+
+    #[test]
+    fn a_speck_behind_on_every_seed_is_level() {
+        // b takes a's decisions up to rounding: 8 ns later on every seed, a zero-wide interval.
+        let r = runs(&[("a", &[0.849235201; 3]), ("b", &[0.849235209; 3]), ("c", &[0.86; 3])]);
+        let verdicts: Vec<Verdict> = judge(&r, Goal::Lower).iter().map(|s| s.verdict).collect();
+        assert_eq!(verdicts, [Verdict::Best, Verdict::Level, Verdict::Behind]);
     }
 
     #[test]
