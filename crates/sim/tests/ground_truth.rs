@@ -169,7 +169,8 @@ fn gilbert_elliott_loss_comes_in_bursts_at_the_stationary_rate() {
     let cfg = bare(Rate::Fixed(10_000_000_000)).with_loss(Loss::GilbertElliott(ge));
     let mut link = Link::new(&cfg, 6).unwrap();
     let n = 400_000;
-    let out = run_link(&mut link, paced(n, 10_000, 100));
+    // Back to back (100 B take 80 ns at 10 Gbit/s): the chain steps once per packet.
+    let out = run_link(&mut link, paced(n, 50, 100));
     let mut received = vec![false; n as usize];
     for (_, i) in &out {
         received[*i as usize] = true;
@@ -183,6 +184,29 @@ fn gilbert_elliott_loss_comes_in_bursts_at_the_stationary_rate() {
     assert!((mean_burst - 4.0).abs() < 0.25, "mean burst {mean_burst}");
     // Bursty, unlike Bernoulli loss at the same rate (mean run 1 / (1 − p) ≈ 1.04).
     assert!(mean_burst > 3.0);
+}
+
+#[test]
+fn an_idle_link_forgets_its_loss_burst() {
+    // Bursts of 100 packets on average, half the packets lost in the long run. Packets 1 s
+    // apart on a link that sends one in 80 ns: each finds the chain as if a fresh draw from
+    // its stationary state, so losses come alone as often as Bernoulli(0.5)'s (mean run 2),
+    // not in runs of 100 as when the chain steps once per packet sent.
+    let ge = GilbertElliott::gilbert(0.01, 0.01);
+    let cfg = bare(Rate::Fixed(10_000_000_000)).with_loss(Loss::GilbertElliott(ge));
+    let mut link = Link::new(&cfg, 9).unwrap();
+    let n = 4_000;
+    let out = run_link(&mut link, paced(n, 1_000_000_000, 100));
+    let mut received = vec![false; n as usize];
+    for (_, i) in &out {
+        received[*i as usize] = true;
+    }
+    let lost = received.iter().filter(|r| !**r).count();
+    let bursts = received.windows(2).filter(|w| w[0] && !w[1]).count() + usize::from(!received[0]);
+    let loss_rate = lost as f64 / n as f64;
+    let mean_burst = lost as f64 / bursts as f64;
+    assert!((loss_rate - 0.5).abs() < 0.05, "loss {loss_rate}");
+    assert!((mean_burst - 2.0).abs() < 0.3, "mean burst {mean_burst}");
 }
 
 #[test]

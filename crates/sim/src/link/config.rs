@@ -325,7 +325,9 @@ impl Loss {
 }
 
 /// Gilbert–Elliott loss, stepped once per packet as netem's `loss gemodel p r 1-h 1-k` is: a
-/// packet is lost with the loss probability of the current state, then the chain moves.
+/// packet is lost with the loss probability of the current state, then the chain moves. Unlike
+/// netem's, the chain also moves while the link is idle, once per packet time
+/// (`LossState::pass_idle`).
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GilbertElliott {

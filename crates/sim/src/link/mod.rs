@@ -153,6 +153,10 @@ pub struct Link<T> {
     seq: u64,
     /// Latest exit time given to any packet, ns.
     last_exit: u64,
+    /// When the last packet finished serialization, ns: the link has been idle since, if its
+    /// queue is empty (`LossState::pass_idle`). `None` before the first packet, so a new
+    /// link's chain starts in the good state.
+    free_since: Option<u64>,
 
     stats: LinkStats,
 }
@@ -185,6 +189,7 @@ impl<T> Link<T> {
             reordering: BinaryHeap::new(),
             seq: 0,
             last_exit: 0,
+            free_since: None,
             stats: LinkStats::default(),
         };
         for b in &config.blackouts {
@@ -420,6 +425,7 @@ impl<T> Link<T> {
         let Queued { packet, .. } = self.queue.pop_front().expect("a head to depart");
         let len = u64::from(packet.len);
         self.queued_bytes -= len;
+        self.free_since = Some(t);
         let head = self.head;
         self.server.finish(&head.service);
         while self
@@ -457,6 +463,12 @@ impl<T> Link<T> {
         let q = self.queue.front().expect("a head to begin");
         let (arrival, bits) = (q.arrival, u64::from(q.packet.len) * 8);
         let service = self.server.begin(arrival, start, bits, back_to_back);
+        if let Some(free) = self.free_since.filter(|_| !back_to_back) {
+            // Idle since the last departure: the chain passes the silence in packet times.
+            if let Some(slot) = service.done.map(|d| d.saturating_sub(start)).filter(|&s| s > 0) {
+                self.loss.pass_idle(start.saturating_sub(free) / slot, &mut self.rng);
+            }
+        }
         let lost = self.loss.lose(&mut self.rng);
         let jitter_ns = random::jitter_ns(&self.jitter, &mut self.rng, &mut self.spare_normal);
         self.head = Head {

@@ -29,6 +29,25 @@ impl LossState {
         }
     }
 
+    /// The link was idle for `slots` of its own packet times before this packet: a
+    /// Gilbert–Elliott chain takes that many steps at once, drawn from its `slots`-step
+    /// transition, P(bad) = π_bad + (bad₀ − π_bad)·(1 − p − r)^slots. A loss burst is a
+    /// state of the channel in time (Gilbert, "Capacity of a burst-noise channel", Bell
+    /// System Technical Journal, 1960, steps the chain once per symbol): stepped only per
+    /// packet sent, as netem's `gemodel` does, a link that went bad stays bad across any
+    /// silence, so a path probed once per backed-off RTO finds it bad for tens of seconds.
+    /// No draw for `slots` = 0 (packets back to back) nor for other models.
+    pub fn pass_idle(&mut self, slots: u64, rng: &mut ChaCha8Rng) {
+        let Loss::GilbertElliott(g) = self.model else { return };
+        if slots == 0 {
+            return;
+        }
+        let stationary = g.stationary_bad();
+        let now = if self.bad { 1.0 } else { 0.0 };
+        let decay = (1.0 - g.p_good_to_bad - g.p_bad_to_good).powf(slots as f64);
+        self.bad = chance(rng, stationary + (now - stationary) * decay);
+    }
+
     fn draw_loss(&mut self, rng: &mut ChaCha8Rng) -> bool {
         match self.model {
             Loss::None => false,
