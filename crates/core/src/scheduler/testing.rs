@@ -199,6 +199,23 @@ impl Fixture {
             self.cursor += 1;
         }
     }
+
+    /// The copy of `seq` on `path` was found lost: the window slot frees, and a packet in
+    /// flight nowhere else is pending again.
+    pub fn lose(&mut self, seq: u64, path: u32) {
+        let copies = self.flights.on.get_mut(&seq).expect("not in flight");
+        let at = copies
+            .iter()
+            .position(|&p| p == PathId(path))
+            .expect("not in flight on that path");
+        copies.remove(at);
+        if copies.is_empty() {
+            self.holes.insert(seq);
+        }
+        let view = self.path_mut(path);
+        view.in_flight -= 1;
+        view.can_send = view.in_flight < view.cwnd;
+    }
 }
 
 /// The picks' paths, in order.

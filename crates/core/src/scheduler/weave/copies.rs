@@ -23,8 +23,8 @@
 //! stalled time 0.015–0.035 points lower and completion 0.08–0.16 s sooner in all six
 //! coupled cells, waste 0.01–0.03 % → 0.03–0.06 %; in any window, the `weft` cells, whose
 //! lossy path holds dozens of requests at each tail, finished 0.5 % later (the copies
-//! delay the next task's first answers on the copier). Oldest first, each packet once,
-//! copies capped at a small share of requests. Between paths of equal RTT the original is
+//! delay the next task's first answers on the copier). Oldest first, each packet once
+//! (again after a request of it is lost), copies capped at a small share of requests. Between paths of equal RTT the original is
 //! usually the sooner, so the tail is cut without Pscheduler's blanket redundancy or
 //! copies that only waste.
 //! Before the task's tail, when everything the reorder buffer allows is in flight, the
@@ -515,6 +515,38 @@ mod tests {
             seq: 1,
         });
         assert_eq!(w.next(&f.view()), None, "each packet once");
+    }
+
+    #[test]
+    fn a_copy_found_lost_leaves_its_packet_to_be_copied_again() {
+        // As above: path 0 copies 0 and 1, held by the 50 ms path 1; then its copy of 0 is
+        // found lost. Packet 0 has one request out again, on the slower path, so path 0 asks
+        // for it once more, rather than leave the task's end to path 1's answer.
+        let mut f = Fixture::new(vec![path(0, 10, 10, 0), path(1, 50, 10, 0)], 0..2);
+        for seq in 0..2 {
+            f.apply(Pick { path: PathId(1), seq });
+        }
+        let mut w = Weave::default();
+        for seq in 0..2 {
+            let pick = w.next(&f.view()).unwrap();
+            assert_eq!(pick, Pick { path: PathId(0), seq });
+            f.apply(pick);
+        }
+        f.lose(0, 0);
+        w.on_event(
+            f.now,
+            &SchedEvent::Lost {
+                path: PathId(0),
+                seq: 0,
+            },
+        );
+        assert_eq!(
+            w.next(&f.view()),
+            Some(Pick {
+                path: PathId(0),
+                seq: 0
+            })
+        );
     }
 
     #[test]

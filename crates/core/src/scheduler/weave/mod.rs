@@ -276,7 +276,8 @@ impl Weave {
         Some(Pick { path, seq })
     }
 
-    /// Asks again on path `p` for `seq`, in flight elsewhere: once per packet, against the cap.
+    /// Asks again on path `p` for `seq`, in flight elsewhere: once per packet (again after a
+    /// request of it is lost), against the cap.
     fn copy(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
         self.copied.insert(seq);
         self.copies += 1;
@@ -460,6 +461,11 @@ impl Scheduler for Weave {
             }
             SchedEvent::Lost { path, seq } => {
                 self.predicted.remove(&(path, seq));
+                // One of its requests is gone: a copied packet has one out again, and the copy
+                // rules judge it afresh (each packet copied once per request lost).
+                if !self.copied.is_empty() {
+                    self.copied.remove(&seq);
+                }
                 let state = self.clocks.entry(path, &self.cfg);
                 state.loss_run += 1;
                 state.loss_burst = state.loss_burst.max(state.loss_run);
