@@ -163,6 +163,18 @@ fn ordered_jitter_never_reorders_and_unordered_jitter_does() {
     }
 }
 
+/// Of `n` packets numbered 0.. sent, `out` those delivered: the share lost, and the mean length
+/// of a run of losses.
+fn loss_and_mean_burst(n: u64, out: &[(Instant, u64)]) -> (f64, f64) {
+    let mut received = vec![false; n as usize];
+    for (_, i) in out {
+        received[*i as usize] = true;
+    }
+    let lost = received.iter().filter(|r| !**r).count();
+    let bursts = received.windows(2).filter(|w| w[0] && !w[1]).count() + usize::from(!received[0]);
+    (lost as f64 / n as f64, lost as f64 / bursts as f64)
+}
+
 #[test]
 fn gilbert_elliott_loss_comes_in_bursts_at_the_stationary_rate() {
     let ge = GilbertElliott::gilbert(0.01, 0.25);
@@ -171,14 +183,7 @@ fn gilbert_elliott_loss_comes_in_bursts_at_the_stationary_rate() {
     let n = 400_000;
     // Back to back (100 B take 80 ns at 10 Gbit/s): the chain steps once per packet.
     let out = run_link(&mut link, paced(n, 50, 100));
-    let mut received = vec![false; n as usize];
-    for (_, i) in &out {
-        received[*i as usize] = true;
-    }
-    let lost = received.iter().filter(|r| !**r).count();
-    let bursts = received.windows(2).filter(|w| w[0] && !w[1]).count() + usize::from(!received[0]);
-    let loss_rate = lost as f64 / n as f64;
-    let mean_burst = lost as f64 / bursts as f64;
+    let (loss_rate, mean_burst) = loss_and_mean_burst(n, &out);
     let want = ge.stationary_loss(); // 0.01 / 0.26 ≈ 3.85 %
     assert!((loss_rate / want - 1.0).abs() < 0.05, "loss {loss_rate} vs {want}");
     assert!((mean_burst - 4.0).abs() < 0.25, "mean burst {mean_burst}");
@@ -197,14 +202,7 @@ fn an_idle_link_forgets_its_loss_burst() {
     let mut link = Link::new(&cfg, 9).unwrap();
     let n = 4_000;
     let out = run_link(&mut link, paced(n, 1_000_000_000, 100));
-    let mut received = vec![false; n as usize];
-    for (_, i) in &out {
-        received[*i as usize] = true;
-    }
-    let lost = received.iter().filter(|r| !**r).count();
-    let bursts = received.windows(2).filter(|w| w[0] && !w[1]).count() + usize::from(!received[0]);
-    let loss_rate = lost as f64 / n as f64;
-    let mean_burst = lost as f64 / bursts as f64;
+    let (loss_rate, mean_burst) = loss_and_mean_burst(n, &out);
     assert!((loss_rate - 0.5).abs() < 0.05, "loss {loss_rate}");
     assert!((mean_burst - 2.0).abs() < 0.3, "mean burst {mean_burst}");
 }

@@ -184,16 +184,8 @@ impl Fixture {
     /// The copy of `seq` on `path` arrived: the window slot frees, and the cursor moves over
     /// what is now in order.
     pub fn arrive(&mut self, seq: u64, path: u32) {
-        let copies = self.flights.on.get_mut(&seq).expect("not in flight");
-        let at = copies
-            .iter()
-            .position(|&p| p == PathId(path))
-            .expect("not in flight on that path");
-        copies.remove(at);
-        let view = self.path_mut(path);
-        view.in_flight -= 1;
-        view.can_send = view.in_flight < view.cwnd;
-        view.delivered += 1;
+        self.end_flight(seq, path);
+        self.path_mut(path).delivered += 1;
         self.flights.received.insert(seq);
         while self.flights.received.contains(&self.cursor) {
             self.cursor += 1;
@@ -203,18 +195,25 @@ impl Fixture {
     /// The copy of `seq` on `path` was found lost: the window slot frees, and a packet in
     /// flight nowhere else is pending again.
     pub fn lose(&mut self, seq: u64, path: u32) {
+        if self.end_flight(seq, path) == 0 {
+            self.holes.insert(seq);
+        }
+    }
+
+    /// Takes `path`'s request for `seq` out of flight and frees its window slot; returns how
+    /// many requests for `seq` are left in flight.
+    fn end_flight(&mut self, seq: u64, path: u32) -> usize {
         let copies = self.flights.on.get_mut(&seq).expect("not in flight");
         let at = copies
             .iter()
             .position(|&p| p == PathId(path))
             .expect("not in flight on that path");
         copies.remove(at);
-        if copies.is_empty() {
-            self.holes.insert(seq);
-        }
+        let left = copies.len();
         let view = self.path_mut(path);
         view.in_flight -= 1;
         view.can_send = view.in_flight < view.cwnd;
+        left
     }
 }
 

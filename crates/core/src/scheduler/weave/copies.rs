@@ -480,48 +480,9 @@ mod tests {
         assert_eq!(w.poll_timeout(), None);
     }
 
-    #[test]
-    fn copies_a_tail_packet_from_a_slower_path_once() {
-        let mut f = Fixture::new(vec![path(0, 10, 10, 0), path(1, 50, 10, 0)], 0..2);
-        f.apply(Pick {
-            path: PathId(1),
-            seq: 0,
-        });
-        f.apply(Pick {
-            path: PathId(1),
-            seq: 1,
-        });
-        let mut w = Weave::default();
-        assert_eq!(
-            w.next(&f.view()),
-            Some(Pick {
-                path: PathId(0),
-                seq: 0
-            })
-        );
-        f.apply(Pick {
-            path: PathId(0),
-            seq: 0,
-        });
-        assert_eq!(
-            w.next(&f.view()),
-            Some(Pick {
-                path: PathId(0),
-                seq: 1
-            })
-        );
-        f.apply(Pick {
-            path: PathId(0),
-            seq: 1,
-        });
-        assert_eq!(w.next(&f.view()), None, "each packet once");
-    }
-
-    #[test]
-    fn a_copy_found_lost_leaves_its_packet_to_be_copied_again() {
-        // As above: path 0 copies 0 and 1, held by the 50 ms path 1; then its copy of 0 is
-        // found lost. Packet 0 has one request out again, on the slower path, so path 0 asks
-        // for it once more, rather than leave the task's end to path 1's answer.
+    /// Packets 0 and 1, the task's tail, in flight on the 50 ms path 1; the 10 ms path 0 copies
+    /// both, oldest first.
+    fn a_tail_copied_from_a_slower_path() -> (Fixture, Weave) {
         let mut f = Fixture::new(vec![path(0, 10, 10, 0), path(1, 50, 10, 0)], 0..2);
         for seq in 0..2 {
             f.apply(Pick { path: PathId(1), seq });
@@ -532,6 +493,21 @@ mod tests {
             assert_eq!(pick, Pick { path: PathId(0), seq });
             f.apply(pick);
         }
+        (f, w)
+    }
+
+    #[test]
+    fn copies_a_tail_packet_from_a_slower_path_once() {
+        let (f, mut w) = a_tail_copied_from_a_slower_path();
+        assert_eq!(w.next(&f.view()), None, "each packet once");
+    }
+
+    #[test]
+    fn a_copy_found_lost_leaves_its_packet_to_be_copied_again() {
+        // Path 0's copy of 0 is found lost: packet 0 has one request out again, on the
+        // slower path, so path 0 asks for it once more rather than leave the task's end to
+        // path 1's answer.
+        let (mut f, mut w) = a_tail_copied_from_a_slower_path();
         f.lose(0, 0);
         w.on_event(
             f.now,
