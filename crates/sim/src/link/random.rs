@@ -43,9 +43,9 @@ impl LossState {
             return;
         }
         let stationary = g.stationary_bad();
-        let now = if self.bad { 1.0 } else { 0.0 };
+        let bad_before = if self.bad { 1.0 } else { 0.0 };
         let decay = (1.0 - g.p_good_to_bad - g.p_bad_to_good).powf(slots as f64);
-        self.bad = chance(rng, stationary + (now - stationary) * decay);
+        self.bad = chance(rng, stationary + (bad_before - stationary) * decay);
     }
 
     fn draw_loss(&mut self, rng: &mut ChaCha8Rng) -> bool {

@@ -17,10 +17,10 @@ pub struct Paired {
 }
 
 /// Scorecard differences smaller than this share of the best mean are level whatever the
-/// interval says: the scorecard shows three significant digits, and runs that
-/// take the same decisions up to floating-point rounding differ on every seed by the same
-/// speck, so their interval is zero wide (`pcdn sim --random 1 --seed 7210 --cc cubic`: two
-/// aggregations 5e-12 apart; world 7021: a first frame 8 ns later).
+/// interval says: the scorecard shows three significant digits, and runs that take the same
+/// decisions up to floating-point rounding differ on every seed by the same speck, so their
+/// interval is zero wide (`pcdn sim --random 1 --seed 7210 --cc cubic`: two aggregations
+/// 5e-12 apart; world 7021: a first frame 8 ns later).
 pub const RESOLUTION: f64 = 1e-3;
 
 impl Paired {

@@ -24,9 +24,9 @@
 //! coupled cells, waste 0.01–0.03 % → 0.03–0.06 %; in any window, the `weft` cells, whose
 //! lossy path holds dozens of requests at each tail, finished 0.5 % later (the copies
 //! delay the next task's first answers on the copier). Oldest first, each packet once
-//! (again after a request of it is lost), copies capped at a small share of requests. Between paths of equal RTT the original is
-//! usually the sooner, so the tail is cut without Pscheduler's blanket redundancy or
-//! copies that only waste.
+//! (again after a request of it is lost), copies capped at a small share of requests.
+//! Between paths of equal RTT the original is usually the sooner, so the tail is cut
+//! without Pscheduler's blanket redundancy or copies that only waste.
 //! Before the task's tail, when everything the reorder buffer allows is in flight, the
 //! same holds for overdue requests, and requests not overdue yet are copied only off a
 //! path losing 1 % or more: a request lost there holds the buffer's cursor until the loss
