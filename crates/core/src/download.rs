@@ -751,14 +751,14 @@ impl Download {
         }
         let pn = self.take_in_flight(index, seq);
         let ps = &mut self.stats.paths[path_id.0 as usize];
-        let rtt = self.paths[index].on_data(ps, now, seq, pn, bytes);
+        let answered = self.paths[index].on_data(ps, now, seq, pn, bytes);
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes;
         let slot_index = self.slot_index(seq);
         if self.subflows.is_some() {
-            return self.on_subflow_data::<VERIFYING>(now, index, seq, rtt, data.payload);
+            return self.on_subflow_data::<VERIFYING>(now, index, seq, answered, data.payload);
         }
-        if rtt.is_some() {
+        if answered.is_some() {
             if let Some(i) = slot_index {
                 let slot = &mut self.slots[i];
                 slot.copies = slot.copies.saturating_sub(1);
@@ -787,11 +787,11 @@ impl Download {
             &SchedEvent::Arrived {
                 path: path_id,
                 seq,
-                rtt: rtt.unwrap_or_default(),
+                rtt: answered.and_then(|a| a.rtt).unwrap_or_default(),
                 duplicate,
             },
         );
-        if rtt.is_some() {
+        if answered.is_some() {
             self.detect_losses_on(now, index);
         }
         if VERIFYING && !duplicate {

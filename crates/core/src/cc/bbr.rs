@@ -329,9 +329,11 @@ impl Bbr {
         // Only a strictly lower RTT restarts the 10 s (as Linux does; the draft's `<=`
         // would let a path with a steady RTT skip ProbeRTT forever, and with it the check
         // that the propagation time has not grown).
-        if self.rt_prop.is_none_or(|rt_prop| a.rtt < rt_prop) || expired {
-            self.rt_prop = Some(a.rtt);
-            self.rt_prop_stamp = a.now;
+        if let Some(rtt) = a.rtt {
+            if self.rt_prop.is_none_or(|rt_prop| rtt < rt_prop) || expired {
+                self.rt_prop = Some(rtt);
+                self.rt_prop_stamp = a.now;
+            }
         }
         if expired && self.state != BbrState::ProbeRtt {
             self.save_cwnd();
@@ -565,7 +567,7 @@ mod tests {
             now: at(ms(40)),
             sent: Instant::ZERO,
             bytes: MSS,
-            rtt: ms(40),
+            rtt: Some(ms(40)),
             smoothed_rtt: ms(40),
             min_rtt: ms(40),
             in_flight_bytes: 9 * MSS,
@@ -735,7 +737,7 @@ mod tests {
             now,
             sent,
             bytes: MSS,
-            rtt: now - sent,
+            rtt: Some(now - sent),
             smoothed_rtt: now - sent,
             min_rtt: now - sent,
             in_flight_bytes: in_flight,

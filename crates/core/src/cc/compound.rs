@@ -166,14 +166,18 @@ impl Controller for Compound {
     }
     fn on_request_sent(&mut self, _now: Instant, _bytes: u64, _in_flight_bytes: u64) {}
     fn on_data(&mut self, a: &DataArrival) {
-        let base = self.base_rtt.map_or(a.rtt, |b| b.min(a.rtt));
-        self.base_rtt = Some(base);
+        if let Some(rtt) = a.rtt {
+            self.base_rtt = Some(self.base_rtt.map_or(rtt, |b| b.min(rtt)));
+        }
         let in_recovery = self.recovery_start.is_some_and(|start| a.sent <= start);
         // A round trip ends with the data of the first request sent after it began.
         match self.round_start {
             None => self.round_start = Some(a.now),
             Some(start) if a.sent >= start => {
-                if self.round_rtt_count > 0 && !in_recovery && !self.in_slow_start() && !a.app_limited {
+                if let Some(base) = self
+                    .base_rtt
+                    .filter(|_| self.round_rtt_count > 0 && !in_recovery && !self.in_slow_start() && !a.app_limited)
+                {
                     let mean = self.round_rtt_sum / self.round_rtt_count as f64;
                     self.update_dwnd(mean, base.as_secs_f64());
                 }
@@ -183,8 +187,10 @@ impl Controller for Compound {
             }
             Some(_) => {}
         }
-        self.round_rtt_sum += a.rtt.as_secs_f64();
-        self.round_rtt_count += 1;
+        if let Some(rtt) = a.rtt {
+            self.round_rtt_sum += rtt.as_secs_f64();
+            self.round_rtt_count += 1;
+        }
         if in_recovery || a.app_limited {
             return;
         }

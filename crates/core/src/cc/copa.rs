@@ -204,10 +204,10 @@ impl Controller for Copa {
     fn on_request_sent(&mut self, _now: Instant, _bytes: u64, _in_flight_bytes: u64) {}
     fn on_data(&mut self, a: &DataArrival) {
         self.srtt = a.smoothed_rtt;
-        let rtt_min = self.min_rtt.update(a.now, a.rtt, self.min_rtt_window);
-        let rtt_standing = self.standing.update(a.now, a.rtt, a.smoothed_rtt / 2);
-        self.rtt_min = Some(rtt_min);
-        self.rtt_standing = Some(rtt_standing);
+        if let Some(rtt) = a.rtt {
+            self.rtt_min = Some(self.min_rtt.update(a.now, rtt, self.min_rtt_window));
+            self.rtt_standing = Some(self.standing.update(a.now, rtt, a.smoothed_rtt / 2));
+        }
         let increase = match (self.target_rate(), self.current_rate()) {
             (Some(target), Some(current)) => current <= target,
             // A zero RTT: nothing to aim at, so keep probing upward.
@@ -269,7 +269,7 @@ mod tests {
             now,
             sent,
             bytes: MSS,
-            rtt: now - sent,
+            rtt: Some(now - sent),
             smoothed_rtt: srtt,
             min_rtt: now - sent,
             in_flight_bytes: 0,

@@ -52,8 +52,9 @@ pub struct DataArrival {
     pub sent: Instant,
     /// Payload bytes that arrived.
     pub bytes: u64,
-    /// This round trip, `now - sent`.
-    pub rtt: Duration,
+    /// This round trip, `now - sent`, when it is a sample of the path: not when the data
+    /// answers a request declared lost and is matched to its resend (Karn's rule, RFC 6298 §5).
+    pub rtt: Option<Duration>,
     pub smoothed_rtt: Duration,
     pub min_rtt: Duration,
     /// Bytes still requested and unanswered on the path after this arrival.

@@ -167,7 +167,7 @@ pub(crate) mod test_support {
             now,
             sent,
             bytes: MSS,
-            rtt: now - sent,
+            rtt: Some(now - sent),
             smoothed_rtt: now - sent,
             min_rtt: now - sent,
             in_flight_bytes: 1 << 40,

@@ -193,7 +193,7 @@ impl<C: Controller, P> Model<C, P> {
                 now,
                 sent: r.sent,
                 bytes: MSS,
-                rtt,
+                rtt: Some(rtt),
                 smoothed_rtt: self.rtt.smoothed(),
                 min_rtt: self.rtt.min(),
                 in_flight_bytes: self.in_flight(),

@@ -457,7 +457,9 @@ impl Controller for Vivace {
             mi.answered += a.bytes;
             mi.app_limited |= a.app_limited;
             let t = (a.sent - mi.start).as_secs_f64();
-            mi.rtts.add(t, a.rtt.as_secs_f64());
+            if let Some(rtt) = a.rtt {
+                mi.rtts.add(t, rtt.as_secs_f64());
+            }
         }
         self.check_step(a.now);
         self.advance(a.now);

@@ -331,11 +331,12 @@ impl Weft {
     }
 
     fn record_rtt(&mut self, arrival: &DataArrival) {
+        self.smoothed_rtt = Some(arrival.smoothed_rtt);
+        let Some(rtt) = arrival.rtt else { return };
         self.min_rtt = Some(
             self.min_rtt
-                .map_or(arrival.min_rtt, |m| m.min(arrival.min_rtt).min(arrival.rtt)),
+                .map_or(arrival.min_rtt, |m| m.min(arrival.min_rtt).min(rtt)),
         );
-        self.smoothed_rtt = Some(arrival.smoothed_rtt);
         // Answers a minimum RTT or more apart answer different flights, between which a queue
         // may have moved the RTT by any amount.
         let same_flight = self
@@ -351,23 +352,22 @@ impl Weft {
             self.answer_spacing
                 .update(arrival.now, spacing, arrival.smoothed_rtt * SPACING_WINDOW_RTTS);
             let queue_step = self.answer_spacing.get().map_or(0.0, |d| d.as_secs_f64());
-            let step = ((arrival.rtt.as_secs_f64() - previous.as_secs_f64()).abs() - queue_step).max(0.0);
+            let step = ((rtt.as_secs_f64() - previous.as_secs_f64()).abs() - queue_step).max(0.0);
             self.jitter += JITTER_GAIN * (step - self.jitter);
         }
-        self.latest_rtt = Some(arrival.rtt);
+        self.latest_rtt = Some(rtt);
         self.latest_arrival = Some(arrival.now);
         // One propagation RTT of samples: enough to see past jitter and request bursts,
         // short enough to see a queue within the round trip it builds.
-        self.recent_rtt.update(arrival.now, arrival.rtt, arrival.min_rtt);
-        self.recent_max_rtt
-            .update(arrival.now, arrival.rtt, arrival.smoothed_rtt);
+        self.recent_rtt.update(arrival.now, rtt, arrival.min_rtt);
+        self.recent_max_rtt.update(arrival.now, rtt, arrival.smoothed_rtt);
     }
 
     fn record_rate(&mut self, arrival: &DataArrival) {
         // BBR's delivery-rate sample: what the path delivered between the latest delivery
         // before this request left and this arrival.
         let interval = arrival.now.saturating_duration_since(arrival.delivered_time_at_send);
-        let min_rtt = self.min_rtt.unwrap_or(arrival.rtt);
+        let min_rtt = self.min_rtt.unwrap_or(arrival.min_rtt);
         // Shorter intervals measure bursts, not the link.
         if interval.is_zero() || interval < min_rtt / 2 {
             return;
@@ -606,7 +606,7 @@ mod tests {
                 now,
                 sent: now - rtt,
                 bytes: MSS,
-                rtt,
+                rtt: Some(rtt),
                 smoothed_rtt: ms(40),
                 min_rtt: ms(40),
                 in_flight_bytes: 0,

@@ -29,9 +29,9 @@
 
 use super::{Download, NO_PATH};
 use crate::cc::Loss;
-use crate::path::PathId;
+use crate::path::{Answered, PathId};
 use crate::scheduler::SchedEvent;
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// How requests and their losses are bound to paths.
@@ -207,7 +207,7 @@ impl Download {
         now: Instant,
         index: usize,
         seq: u64,
-        rtt: Option<Duration>,
+        answered: Option<Answered>,
         payload: &[u8],
     ) {
         let path = self.paths[index].id;
@@ -219,11 +219,11 @@ impl Download {
         let arrived = SchedEvent::Arrived {
             path,
             seq,
-            rtt: rtt.unwrap_or_default(),
+            rtt: answered.and_then(|a| a.rtt).unwrap_or_default(),
             duplicate,
         };
         self.scheduler.on_event(now, &arrived);
-        if rtt.is_some() {
+        if answered.is_some() {
             self.detect_losses_on(now, index);
         }
         self.subflow_arrival::<VERIFYING>(now, index, seq, duplicate, payload);

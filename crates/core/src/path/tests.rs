@@ -183,3 +183,26 @@ fn a_loss_on_a_long_steady_path_is_found_by_the_thresholds_not_by_a_timeout() {
     assert_eq!(ps.timeouts, 0, "the RTO ({:?}) came first", p.rto);
     assert!(p.rto > p.loss_delay(), "{:?} against {:?}", p.rto, p.loss_delay());
 }
+
+#[test]
+fn a_late_answer_to_a_request_declared_lost_is_no_rtt_sample_of_its_resend() {
+    let mut p = path(ReorderConfig::default());
+    let mut ps = PathStats::default();
+    let ms = |n: u64| Instant::ZERO + Duration::from_millis(n);
+    let pns: Vec<u64> = (0..4)
+        .map(|seq| p.record_request(&mut ps, ms(seq), seq, PACKET, false))
+        .collect();
+    for seq in 1..4 {
+        let answered = p.on_data(&mut ps, ms(40 + seq), seq, Some(pns[seq as usize]), PACKET);
+        assert!(answered.is_some_and(|a| a.rtt == Some(Duration::from_millis(40))));
+    }
+    let mut lost = Vec::new();
+    p.detect_losses(&mut ps, ms(44), &mut lost);
+    assert_eq!(lost, vec![0], "three later answers declare the first request lost");
+    let resend = p.record_request(&mut ps, ms(44), 0, PACKET, false);
+    // The first request's own answer, late: matched to the resend, 0.5 ms after it left.
+    let at = ms(44) + Duration::from_micros(500);
+    let answered = p.on_data(&mut ps, at, 0, Some(resend), PACKET);
+    assert_eq!(answered, Some(Answered { rtt: None }));
+    assert_eq!(p.rtt.min(), Duration::from_millis(40), "the path's minimum RTT kept");
+}

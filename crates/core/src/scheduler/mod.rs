@@ -253,6 +253,8 @@ pub enum SchedEvent {
     Arrived {
         path: PathId,
         seq: u64,
+        /// The round trip, or zero when the data is no sample of it: it answered no request
+        /// in flight, or answered one declared lost (Karn's rule, `DataArrival::rtt`).
         rtt: Duration,
         duplicate: bool,
     },

@@ -439,7 +439,7 @@ impl Scheduler for Weave {
                 let state = self.clocks.entry(path, &self.cfg);
                 state.loss_run = 0;
                 let predicted = self.predicted.remove(&(path, seq));
-                // A zero RTT: the answer matched no request in flight, so no sample.
+                // A zero RTT: no sample (no request answered, or Karn's rule).
                 if rtt > Duration::ZERO {
                     let rtt = rtt.as_secs_f64();
                     state.on_rtt_sample(now, rtt, predicted.map_or(0.0, |p| p.queued), &self.cfg);
