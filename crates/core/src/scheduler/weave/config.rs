@@ -14,7 +14,7 @@ pub struct WeaveConfig {
     // ---- switches (all on by default) ----
     /// Pipe cap: at most `pipe_gain · R̂ · rtt ÷ (1 − loss) + pipe_allowance` in flight on a path.
     pub pipe_cap: bool,
-    /// Start-up test: the larger `startup_pipe_gain` while a lossless path's answer rate grows.
+    /// Start-up test: the larger `startup_pipe_gain` while a path's answer rate grows.
     pub startup_test: bool,
     /// Loss bursts: the pipe cap lets a path hold its longest run of losses plus the packet
     /// threshold in flight, so that answers behind a burst declare it, not the timeout. Off
@@ -69,7 +69,7 @@ pub struct WeaveConfig {
     /// --random 1 --seed 7115 --cc cubic`, a 1.8 Mbit/s edge at 7 ms with mean bursts of 6.5)
     /// reached 0.62 at a fixed allowance of 20 and 0.66 at 40, against 0.45 at 4.
     pub max_loss_burst: u64,
-    /// Gain while a lossless path starts up: the largest of 2, 1.75, 1.5 that cost no scenario
+    /// Gain while a path starts up: the largest of 2, 1.75, 1.5 that cost no scenario
     /// (at 2, Pscheduler Fig. 5's 1 MB buffer under `weft` finished 0.04 s later).
     pub startup_pipe_gain: f64,
     /// Growth of the round trips' answer rate that keeps the start-up going: BBR's full-pipe
