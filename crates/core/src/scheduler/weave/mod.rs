@@ -447,7 +447,11 @@ impl Scheduler for Weave {
                     state.least_rtt = Some(least);
                     self.queues.on_sample(now, path, rtt - least);
                 }
-                if let Some(predicted) = predicted {
+                // The same for the model's error: an answer to a request declared lost, matched
+                // to the resend's prediction, reads its lateness as an answer a round trip early,
+                // and the deviation the buffer-slack rule reads would grow by a quarter RTT with
+                // it though the path's answers do not vary.
+                if let Some(predicted) = predicted.filter(|_| rtt > Duration::ZERO) {
                     state.on_error(
                         now.since_epoch().as_secs_f64() - predicted.at.since_epoch().as_secs_f64(),
                         self.cfg.error_gain,

@@ -190,6 +190,40 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_that_is_no_rtt_sample_moves_no_deviation() {
+        // A 20 ms path asks for 0-3; the request for 0 is declared lost and asked again at
+        // 4 ms, behind the other three, and the first request's answer comes at 22 ms:
+        // matched to the resend, it is no RTT sample (Karn's rule), nor a sample of the
+        // model's error (it would read as the resend answered long before its turn). The
+        // same answer as the resend's own sample moves the deviation.
+        for (rtt_ms, moved) in [(0, false), (18, true)] {
+            let mut f = Fixture::new(vec![path(0, 20, 4, 0)], 0..100);
+            let mut w = Weave::default();
+            assert_eq!(seqs_of(&f.run(&mut w)), vec![0, 1, 2, 3]);
+            w.on_event(
+                f.now,
+                &SchedEvent::Lost {
+                    path: PathId(0),
+                    seq: 0,
+                },
+            );
+            f.now = Instant::from_nanos(4_000_000);
+            f.lose(0, 0);
+            assert_eq!(
+                w.next(&f.view()),
+                Some(Pick {
+                    path: PathId(0),
+                    seq: 0
+                })
+            );
+            f.now = Instant::from_nanos(22_000_000);
+            w.on_event(f.now, &answer(0, 0, rtt_ms));
+            let deviation = w.clocks[&PathId(0)].deviation;
+            assert_eq!(deviation > 1e-3, moved, "rtt {rtt_ms} ms: deviation {deviation}");
+        }
+    }
+
+    #[test]
     fn a_window_cut_far_below_its_pipe_counts_one_window_per_rtt() {
         // The 20 ms path delivers 1000 packets/s, a pipe of 20; the 60 ms path's request lands
         // 40 ms later, when the 20 ms path has delivered 40 more: it takes packet 40. With the
