@@ -50,8 +50,7 @@ pub(super) fn loss_penalty(p: &PathView, max_loss: f64) -> f64 {
 /// rate moves only with the path's answers, and a path that lost every request it was sent
 /// (a server down for a moment, its first window lost whole) has a rate of 1, an E without
 /// end and, asked nothing more, no answer that could bring it down: random world 7018 under
-/// BBR with `buffer_slack` off, a 64 Mbit/s edge whose server restarted at 0.3 s idle for
-/// the rest of the download.
+/// BBR, a 64 Mbit/s edge whose server restarted at 0.3 s idle for the rest of the download.
 #[inline]
 pub(super) fn expected_time(p: &PathView, max_loss: f64) -> Duration {
     if p.loss_rate > max_loss {

@@ -22,8 +22,6 @@ pub struct WeaveConfig {
     /// W` with it, world 7115 under CUBIC 0.449 → 0.532, but 7113 and 7284 under BBR lost
     /// 0.05 and 0.12 (2 runs each; docs/weave.md).
     pub loss_bursts: bool,
-    /// Near the buffer's limit: a slow path leaves a packet the sooner paths would soon need.
-    pub buffer_slack: bool,
     /// End of the queue: a path whose turn lies past the queue takes the last packet only if
     /// it lands before the sooner paths get to it (else it takes it anyway).
     pub tail_wait: bool,
@@ -91,11 +89,6 @@ pub struct WeaveConfig {
     pub max_loss: f64,
 
     // ---- order ----
-    /// Least time to the buffer's limit, in the slow path's answer deviations: Pscheduler Fig.
-    /// 5 (BBR, 256 kB, 10 seeds) 0.914 against 0.912 without; at 16 and 32 the 512 kB buffer
-    /// lost 0.4 % and 1.1 %; at 2 (`pcdn sim --random 1 --seed W`) worlds 7098, 7151, 7167
-    /// under `weft` gained 0.13, 0.05, 0.12, but 7096 under BBR lost 0.08 (docs/weave.md).
-    pub buffer_slack_deviations: f64,
     /// A full window cut to this fraction or less of its pipe and of its own peak counts one
     /// window per RTT: BBR's ProbeRTT holds 4 packets (Pscheduler Fig. 5, 64 kB under BBR).
     pub window_cut_factor: u64,
@@ -178,7 +171,6 @@ impl Default for WeaveConfig {
             pipe_cap: true,
             startup_test: true,
             loss_bursts: false,
-            buffer_slack: true,
             tail_wait: true,
             window_cut: true,
             tail_copies: true,
@@ -199,7 +191,6 @@ impl Default for WeaveConfig {
             pipe_sample_queue: 0.2,
             jitter_spread: 0.25,
             max_loss: 0.3,
-            buffer_slack_deviations: 4.0,
             window_cut_factor: 4,
             copy_share: 0.04,
             copy_allowance: 32,
@@ -228,7 +219,6 @@ impl WeaveConfig {
     pub const SWITCHES: &'static [&'static str] = &[
         "pipe_cap",
         "startup_test",
-        "buffer_slack",
         "tail_wait",
         "window_cut",
         "tail_copies",
@@ -243,7 +233,6 @@ impl WeaveConfig {
         Some(match name {
             "pipe_cap" => &mut self.pipe_cap,
             "startup_test" => &mut self.startup_test,
-            "buffer_slack" => &mut self.buffer_slack,
             "tail_wait" => &mut self.tail_wait,
             "window_cut" => &mut self.window_cut,
             "tail_copies" => &mut self.tail_copies,

@@ -331,9 +331,6 @@ impl Weave {
             }
             if k < pending {
                 let seq = queue.nth(k)?;
-                if k > 0 && self.cfg.buffer_slack && self.near_the_buffer_limit(view, call, j, seq) {
-                    continue;
-                }
                 return self.pick(view.now, p, seq, call.at[j]);
             }
             if pending > 0 {
