@@ -150,10 +150,15 @@ pub(super) struct PathClock {
     /// What `peak` and `window_peak` were last updated with (now, rate, sRTT, window): an
     /// update with the same again changes neither, and is skipped (`Weave::update_peaks`).
     pub(super) peaks_updated: Option<(Instant, f64, Duration, u64)>,
-    /// Losses declared on the path since its last answer.
+    /// Losses declared on the path since its last answer, of requests sent after the latest
+    /// one answered: no answer behind them, so no packet or time threshold (RFC 9002 §6.1)
+    /// can declare them, only the timeout.
     pub(super) loss_run: u64,
-    /// The longest such run so far (`WeaveConfig::loss_bursts`).
+    /// The longest such run that took every request the path had in flight
+    /// (`WeaveConfig::loss_bursts`).
     pub(super) loss_burst: u64,
+    /// Send order (`Weave::requests`) of the latest-sent request answered on the path.
+    pub(super) answered_order: u64,
     /// Moves on with every change to the clock: `PerCall` recomputes a path's values only when
     /// its view or its clock's version changed (or the time).
     pub(super) version: u64,

@@ -203,6 +203,9 @@ struct Prediction {
     queued: f64,
     /// When the request was sent.
     sent: Instant,
+    /// Its place among the scheduler's requests (`Weave::requests`, from 1): requests sent
+    /// at one instant are still sent one after another.
+    order: u64,
 }
 
 impl Default for Weave {
@@ -271,6 +274,7 @@ impl Weave {
                 at: raw,
                 queued,
                 sent: now,
+                order: self.requests,
             },
         );
         Some(Pick { path, seq })
@@ -436,6 +440,9 @@ impl Scheduler for Weave {
                 let state = self.clocks.entry(path, &self.cfg);
                 state.loss_run = 0;
                 let predicted = self.predicted.remove(&(path, seq));
+                if let Some(predicted) = predicted {
+                    state.answered_order = state.answered_order.max(predicted.order);
+                }
                 // A zero RTT: no sample (no request answered, or Karn's rule).
                 if rtt > Duration::ZERO {
                     let rtt = rtt.as_secs_f64();
@@ -461,16 +468,23 @@ impl Scheduler for Weave {
                 }
             }
             SchedEvent::Lost { path, seq } => {
-                self.predicted.remove(&(path, seq));
+                let lost = self.predicted.remove(&(path, seq));
                 // One of its requests is gone: a copied packet has one out again, and the copy
                 // rules judge it afresh (each packet copied once per request lost).
                 if !self.copied.is_empty() {
                     self.copied.remove(&seq);
                 }
+                let emptied = self.earliest_answer(path).is_none();
                 let state = self.clocks.entry(path, &self.cfg);
-                state.loss_run += 1;
-                state.loss_burst = state.loss_burst.max(state.loss_run);
-                self.earliest_answer(path);
+                // A loss with an answer to a later request behind it was found by the packet
+                // or time threshold (RFC 9002 §6.1) and cost no timeout: not part of a burst.
+                if lost.is_some_and(|l| l.order > state.answered_order) {
+                    state.loss_run += 1;
+                }
+                // Only a run that left nothing in flight had no answer to come after it.
+                if emptied {
+                    state.loss_burst = state.loss_burst.max(state.loss_run);
+                }
             }
             SchedEvent::PathRemoved(path) => {
                 self.clocks.remove(&path);

@@ -149,44 +149,64 @@ mod tests {
         assert_eq!(w.next(&f.view()), None, "17 in flight: at the cap");
     }
 
-    #[test]
-    fn a_path_that_lost_a_burst_may_hold_the_burst_and_the_packet_threshold_in_flight() {
-        // The cap of the test above, 1.25 · 10 + 4 = 16.5; after 20 losses in a row the
-        // allowance is 20 + 3 = 23 (at most 32 + 3), a cap of 35.5; an answer ends a run,
-        // not the longest one.
-        let mut f = Fixture::new(vec![measured(path(0, 10, 100, 22))], 0..1000);
+    /// A path with the cap of the test above (16.5, so 17 requests in flight, sent by one run
+    /// of the fixture), with `loss_bursts`: the requests `before` are answered, then all
+    /// others but `after` lost in order, then `after` answered. Returns the most the path may
+    /// then hold in flight and still take a request.
+    fn most_in_flight_after(before: &[u64], after: &[u64]) -> u64 {
+        let mut f = Fixture::new(vec![measured(path(0, 10, 100, 0))], 0..1000);
         let mut w = Weave::with_config(WeaveConfig {
             loss_bursts: true,
             ..WeaveConfig::default()
         });
         end_start_up(w.clock_mut(PathId(0)));
-        assert_eq!(w.next(&f.view()), None, "no burst yet: at the cap");
-        for seq in 0..20 {
+        assert_eq!(f.run(&mut w).len(), 17);
+        let arrive = |f: &mut Fixture, w: &mut Weave, seqs: &[u64]| {
+            for &seq in seqs {
+                f.arrive(seq, 0);
+                w.on_event(Instant::ZERO, &answer(0, seq, 10));
+            }
+        };
+        arrive(&mut f, &mut w, before);
+        for seq in (0..17).filter(|seq| !before.contains(seq) && !after.contains(seq)) {
+            f.lose(seq, 0);
             w.on_event(Instant::ZERO, &SchedEvent::Lost { path: PathId(0), seq });
         }
-        w.on_event(Instant::ZERO, &answer(0, 20, 10));
-        w.on_event(
-            Instant::ZERO,
-            &SchedEvent::Lost {
-                path: PathId(0),
-                seq: 21,
-            },
-        );
-        f.path_mut(0).in_flight = 35;
-        assert!(w.next(&f.view()).is_some(), "35 in flight after a burst of 20");
-        f.path_mut(0).in_flight = 36;
-        assert_eq!(w.next(&f.view()), None, "36 in flight");
-        let mut off = Weave::default();
-        end_start_up(off.clock_mut(PathId(0)));
-        f.path_mut(0).in_flight = 22;
-        for seq in 0..20 {
-            off.on_event(Instant::ZERO, &SchedEvent::Lost { path: PathId(0), seq });
+        arrive(&mut f, &mut w, after);
+        (0..100)
+            .take_while(|&n| {
+                f.path_mut(0).in_flight = n;
+                w.next(&f.view()).is_some()
+            })
+            .last()
+            .unwrap()
+    }
+
+    #[test]
+    fn only_a_burst_that_took_every_request_in_flight_widens_the_cap() {
+        // All 17 lost, no answer behind them (only the timeout finds such a burst): room for
+        // the burst and the packet threshold, 1.25 · 10 + 17 + 3 = 32.5.
+        assert_eq!(most_in_flight_after(&[], &[]), 32);
+        // The last 3 answered, then the 14 before them lost: the packet threshold declares
+        // those without a timeout, and the cap stays at 1.25 · 10 + 4 = 16.5.
+        assert_eq!(most_in_flight_after(&[14, 15, 16], &[]), 16);
+        // 16 lost in a row, the last request still in flight and answered after them: the
+        // run left an answer to come.
+        assert_eq!(most_in_flight_after(&[], &[16]), 16);
+    }
+
+    #[test]
+    fn without_loss_bursts_a_burst_leaves_the_cap() {
+        let mut f = Fixture::new(vec![measured(path(0, 10, 100, 0))], 0..1000);
+        let mut w = Weave::default();
+        end_start_up(w.clock_mut(PathId(0)));
+        assert_eq!(f.run(&mut w).len(), 17);
+        for seq in 0..17 {
+            f.lose(seq, 0);
+            w.on_event(Instant::ZERO, &SchedEvent::Lost { path: PathId(0), seq });
         }
-        assert_eq!(
-            off.next(&f.view()),
-            None,
-            "without loss_bursts (off as weave ships): the cap of 16.5"
-        );
+        f.path_mut(0).in_flight = 17;
+        assert_eq!(w.next(&f.view()), None, "the cap of 16.5");
     }
 
     #[test]
