@@ -16,11 +16,9 @@ pub struct WeaveConfig {
     pub pipe_cap: bool,
     /// Start-up test: the larger `startup_pipe_gain` while a path's answer rate grows.
     pub startup_test: bool,
-    /// Loss bursts: the pipe cap lets a path hold its longest run of losses plus the packet
-    /// threshold in flight, so that answers behind a burst declare it, not the timeout. Off
-    /// (like `shared_line`, not among [`WeaveConfig::SWITCHES`]): `pcdn sim --random 1 --seed
-    /// W` with it, world 7115 under CUBIC 0.449 → 0.532, but 7113 and 7284 under BBR lost
-    /// 0.05 and 0.12 (2 runs each; docs/weave.md).
+    /// Loss bursts: the pipe cap lets a path hold its longest run of losses that emptied its
+    /// flight, plus the packet threshold, so that answers behind a burst declare it, not the
+    /// timeout.
     pub loss_bursts: bool,
     /// End of the queue: a path whose turn lies past the queue takes the last packet only if
     /// it lands before the sooner paths get to it (else it takes it anyway).
@@ -170,7 +168,7 @@ impl Default for WeaveConfig {
         WeaveConfig {
             pipe_cap: true,
             startup_test: true,
-            loss_bursts: false,
+            loss_bursts: true,
             tail_wait: true,
             window_cut: true,
             tail_copies: true,
@@ -219,6 +217,7 @@ impl WeaveConfig {
     pub const SWITCHES: &'static [&'static str] = &[
         "pipe_cap",
         "startup_test",
+        "loss_bursts",
         "tail_wait",
         "window_cut",
         "tail_copies",
@@ -233,6 +232,7 @@ impl WeaveConfig {
         Some(match name {
             "pipe_cap" => &mut self.pipe_cap,
             "startup_test" => &mut self.startup_test,
+            "loss_bursts" => &mut self.loss_bursts,
             "tail_wait" => &mut self.tail_wait,
             "window_cut" => &mut self.window_cut,
             "tail_copies" => &mut self.tail_copies,
