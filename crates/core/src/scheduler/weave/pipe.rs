@@ -198,7 +198,10 @@ mod tests {
     #[test]
     fn without_loss_bursts_a_burst_leaves_the_cap() {
         let mut f = Fixture::new(vec![measured(path(0, 10, 100, 0))], 0..1000);
-        let mut w = Weave::default();
+        let mut w = Weave::with_config(WeaveConfig {
+            loss_bursts: false,
+            ..WeaveConfig::default()
+        });
         end_start_up(w.clock_mut(PathId(0)));
         assert_eq!(f.run(&mut w).len(), 17);
         for seq in 0..17 {
