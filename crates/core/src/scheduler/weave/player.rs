@@ -53,11 +53,11 @@ use crate::time::Duration;
 /// Seconds of play before the playhead enters the frame holding the in-order cursor, with a
 /// player attached: Kondo's picture discard judges a frame when the playhead reaches its first
 /// byte, so the packet at the cursor is due up to a frame before the buffer runs dry.
+/// `None` unless the player is playing: before its first frame and in a stall nothing is
+/// left to play, and no copy could come before the playhead needs the packet.
 fn until_cursor_frame(view: &View<'_>) -> Option<f64> {
     let buffer = view.player_buffer?;
-    let Some(player) = view.player.filter(|p| p.has_started() && !p.is_stalled()) else {
-        return Some(buffer.as_secs_f64());
-    };
+    let player = view.player.filter(|p| p.has_started() && !p.is_stalled())?;
     let spec = player.spec();
     let position = player.position(view.now);
     // The last frame starting at or before where the in-order bytes end.
@@ -76,7 +76,10 @@ impl Weave {
     /// `overdue_deviations` late, or the copy must go now to land before the playhead needs
     /// it (the buffer within `player_copy_slack` of `i`'s answer).
     pub(super) fn player_copy(&self, view: &View<'_>, at: &[f64], i: usize) -> Option<u64> {
-        let buffer = until_cursor_frame(view)?;
+        view.player_buffer?;
+        // Not playing (no first frame yet, or stalled): the copy cannot come in time, only
+        // sooner than a resend, which it does only if the original is lost: `late`.
+        let buffer = until_cursor_frame(view);
         let seq = view.cursor;
         let me = view.paths[i].id;
         if self.copied.contains(&seq) {
@@ -87,8 +90,9 @@ impl Weave {
         let rto = view.path(holder)?.rto.as_secs_f64();
         let deviation = self.clocks.get(&holder).map_or(0.0, |c| c.deviation);
         let late = lands <= -self.cfg.overdue_deviations * deviation;
-        let needed = buffer <= at[i] + self.cfg.player_copy_slack;
-        (lands <= 0.0 && buffer < rto + at[i] && (late || needed)).then_some(seq)
+        let needed = buffer.is_some_and(|b| b <= at[i] + self.cfg.player_copy_slack);
+        let short = buffer.is_none_or(|b| b < rto + at[i]);
+        (lands <= 0.0 && short && (late || needed)).then_some(seq)
     }
 
     /// While the player waits for its first frame (packets below `end`), one of its packets in
@@ -277,8 +281,8 @@ mod tests {
 
     /// Packet 10_000, the player's next, asked on the 80 ms path 1 at 1.1 s, whose answers
     /// vary by `deviation` seconds; at `now_ms` the 20 ms path 0 has room and `buffer_ms` of
-    /// video is buffered. What does path 0 ask for?
-    fn player_copy_pick(deviation: f64, now_ms: u64, buffer_ms: u64) -> Option<Pick> {
+    /// video is buffered (`None`: nothing played yet). What does path 0 ask for?
+    fn player_copy_pick(deviation: f64, now_ms: u64, buffer_ms: impl Into<Option<u64>>) -> Option<Pick> {
         let mut f = Fixture::new(vec![path(1, 80, 8, 0)], 10_000..10_010);
         f.now = Instant::from_nanos(1_100_000_000);
         let mut w = Weave::default();
@@ -297,7 +301,9 @@ mod tests {
         // 8 Mbit/s: a millisecond of video is 1000 bytes.
         let spec = VideoSpec::new(8_000_000, Duration::from_secs(60));
         let mut player = Player::new(spec, Instant::ZERO).unwrap();
-        player.on_delivered(Instant::ZERO, 1_000 * (now_ms + buffer_ms));
+        if let Some(buffer_ms) = buffer_ms.into() {
+            player.on_delivered(Instant::ZERO, 1_000 * (now_ms + buffer_ms));
+        }
         player.advance(f.now);
         f.player = Some(player);
         w.next(&f.view())
@@ -341,6 +347,21 @@ mod tests {
                 player_copy_pick(0.05, now_ms, buffer_ms),
                 on_path_0(expected),
                 "{buffer_ms} ms buffered at {now_ms} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn before_the_first_frame_the_players_next_packet_is_asked_again_only_once_late() {
+        // Nothing played yet: a copy cannot come before the playhead needs the packet, only
+        // sooner than a resend, which helps only if the original is lost. 20 ms past its
+        // modelled answer (answers varying by 50 ms) the fast path goes on with the queue;
+        // 170 ms past it, over 3 deviations, it asks again.
+        for (now_ms, expected) in [(1_250, 10_001), (1_400, 10_000)] {
+            assert_eq!(
+                player_copy_pick(0.05, now_ms, None),
+                on_path_0(expected),
+                "at {now_ms} ms"
             );
         }
     }
