@@ -10,14 +10,15 @@
 //! clocks: the soonest path takes the head of the queue, a later one the packet the sooner
 //! paths will not have delivered by the time its answer lands (Wei et al., "QoE-Optimized
 //! MultiPath Scheduling for Video Services in Large-Scale Peer-to-Peer CDNs", IEEE JSAC
-//! 2025). A slow path whose answers vary leaves a packet near the reorder buffer's limit, and
-//! one whose turn lies past the queue's end takes the last packet only if it lands first.
+//! 2025). A path whose turn lies past the queue's end takes the last packet only if it lands
+//! first.
 //!
 //! Around that core, mechanisms that each fix one way the model alone loses time, each with
 //! a switch in [`WeaveConfig`] (all on by default; docs/weave.md has the design and the
 //! ablation table):
-//! - the **pipe cap** and its **start-up test** (`pipe`): no more in flight than keeps the
-//!   bottleneck busy, so that no standing queue makes the answers late;
+//! - the **pipe cap**, its **start-up test** and its room for **loss bursts** (`pipe`): no
+//!   more in flight than keeps the bottleneck busy, so that no standing queue makes the
+//!   answers late, and enough that a burst of losses leaves an answer behind it;
 //! - **copies** (`copies`, `player`): at the task's tail, of requests overdue or on a lossy
 //!   path once the buffer is full, of the player's next packet and of the first frame's
 //!   packets at risk, each where the copy lands before the original or its resend;
