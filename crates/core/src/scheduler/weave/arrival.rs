@@ -338,7 +338,13 @@ impl Weave {
             call.views.extend_from_slice(view.paths);
             call.versions.clear();
             call.versions.resize(n, None);
-            for values in [&mut call.at, &mut call.rate, &mut call.sooner] {
+            for values in [
+                &mut call.at,
+                &mut call.rate,
+                &mut call.sooner,
+                &mut call.penalty,
+                &mut call.unqueued,
+            ] {
                 values.clear();
                 values.resize(n, 0.0);
             }
@@ -357,6 +363,7 @@ impl Weave {
             call.changed.push(j);
             let rate = Self::rate(state, view, p);
             let base = unqueued_answer(p, self.cfg.max_loss);
+            let penalty = loss_penalty(p, self.cfg.max_loss);
             let at = match state {
                 // Before a rate is kept, Eq. 5's stand-in (a window per sRTT): a burst sent
                 // at once is still answered one request after another.
@@ -364,7 +371,7 @@ impl Weave {
                     // A request queued behind others is as likely lost as one that is not:
                     // the penalty goes on either answer.
                     let queued = clock.since_epoch().as_secs_f64() - now + 1.0 / rate;
-                    let model = base.max(queued + loss_penalty(p, self.cfg.max_loss));
+                    let model = base.max(queued + penalty);
                     // No answer comes before the minimum RTT, whatever the error says.
                     (model + state.shift()).max(p.min_rtt.as_secs_f64())
                 }
@@ -374,6 +381,8 @@ impl Weave {
             call.at[j] = at;
             call.rate[j] = rate;
             call.sooner[j] = self.sooner_rate(state, rate, p);
+            call.penalty[j] = penalty;
+            call.unqueued[j] = base;
             call.under_cap[j] = self.under_pipe_cap(view, p);
             call.versions[j] = version;
             if !whole {

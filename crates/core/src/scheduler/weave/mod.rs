@@ -51,7 +51,7 @@ use crate::path::PathId;
 use crate::player::Player;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
-use arrival::{Clocks, PathClock, Round, loss_penalty, unqueued_answer};
+use arrival::{Clocks, PathClock, Round, unqueued_answer};
 use shared::Sharing;
 use stall::{ArrivalRate, Queue};
 use std::cmp::Reverse;
@@ -180,6 +180,11 @@ pub(super) struct PerCall {
     at: Vec<f64>,
     rate: Vec<f64>,
     sooner: Vec<f64>,
+    /// Eq. 6's loss penalty and the answer to a request that meets no queue
+    /// (`arrival::loss_penalty`, `arrival::unqueued_answer`): a pick on the path reads them
+    /// again, on the view they were computed on.
+    penalty: Vec<f64>,
+    unqueued: Vec<f64>,
     under_cap: Vec<bool>,
     /// For a path left idle in another's place by the pairwise trial (`shared`), the path
     /// that carries its share meanwhile: Eq. 7 counts the idle path's rate from that path's
@@ -254,21 +259,21 @@ impl Weave {
         self.clocks.entry(path, &self.cfg)
     }
 
-    /// Sends `seq` on path `p`, whose answer is predicted `arrival` seconds from now.
-    fn pick(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
+    /// Sends `seq` on path `p`, the `j`th of the call's views, whose answer is predicted
+    /// `call.at[j]` seconds from now.
+    fn pick(&mut self, now: Instant, p: &PathView, seq: u64, call: &PerCall, j: usize) -> Option<Pick> {
         self.requests += 1;
         let path = p.id;
-        let max_loss = self.cfg.max_loss;
         let state = self.clock_mut(path);
         // The clock chains the model's predictions; the error terms are added when read, and
         // the loss penalty too: it is what a loss adds on average to this answer, not a delay
         // the next request waits behind.
-        let model = (arrival - state.shift()).max(0.0);
-        let model = (model - loss_penalty(p, max_loss)).max(p.min_rtt.as_secs_f64());
+        let model = (call.at[j] - state.shift()).max(0.0);
+        let model = (model - call.penalty[j]).max(p.min_rtt.as_secs_f64());
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
         state.answers.push(Reverse((raw, seq)));
-        let queued = (model - unqueued_answer(p, max_loss)).max(0.0);
+        let queued = (model - call.unqueued[j]).max(0.0);
         self.predicted.insert(
             (path, seq),
             Prediction {
@@ -283,10 +288,10 @@ impl Weave {
 
     /// Asks again on path `p` for `seq`, in flight elsewhere: once per packet (again after a
     /// request of it is lost), against the cap.
-    fn copy(&mut self, now: Instant, p: &PathView, seq: u64, arrival: f64) -> Option<Pick> {
+    fn copy(&mut self, now: Instant, p: &PathView, seq: u64, call: &PerCall, j: usize) -> Option<Pick> {
         self.copied.insert(seq);
         self.copies += 1;
-        self.pick(now, p, seq, arrival)
+        self.pick(now, p, seq, call, j)
     }
 
     /// The decision of one `next()` call, on the per-path values of `call`.
@@ -315,7 +320,7 @@ impl Weave {
             could_copy |= may_copy;
             if may_copy && self.cfg.player_copies {
                 if let Some(seq) = self.player_copy(view, &call.at, j) {
-                    return self.copy(view.now, p, seq, call.at[j]);
+                    return self.copy(view.now, p, seq, call, j);
                 }
             }
             let k = Self::offset(call, j);
@@ -332,11 +337,11 @@ impl Weave {
                 })
                 .and_then(|end| self.first_frame_copy(view, call, j, end));
             if let Some(seq) = frame_copy {
-                return self.copy(view.now, p, seq, call.at[j]);
+                return self.copy(view.now, p, seq, call, j);
             }
             if k < pending {
                 let seq = queue.nth(k)?;
-                return self.pick(view.now, p, seq, call.at[j]);
+                return self.pick(view.now, p, seq, call, j);
             }
             if pending > 0 {
                 // The queue ends (the task's tail, or the reorder buffer's limit) before this
@@ -344,7 +349,7 @@ impl Weave {
                 let theirs = Self::drain_time(call, j, pending).map_or(f64::INFINITY, |d| d + soonest);
                 if !self.cfg.tail_wait || call.at[j] < theirs {
                     let seq = queue.nth(pending - 1)?;
-                    return self.pick(view.now, p, seq, call.at[j]);
+                    return self.pick(view.now, p, seq, call, j);
                 }
                 continue;
             }
@@ -353,7 +358,7 @@ impl Weave {
                 && (at_task_tail || *before_tail.get_or_insert_with(|| self.may_copy_before_tail(view, call)))
             {
                 if let Some(seq) = self.copy_candidate(view, &call.at, soonest, j, !at_task_tail) {
-                    return self.copy(view.now, p, seq, call.at[j]);
+                    return self.copy(view.now, p, seq, call, j);
                 }
             }
         }
@@ -444,6 +449,13 @@ impl Scheduler for Weave {
                 if let Some(predicted) = predicted {
                     state.answered_order = state.answered_order.max(predicted.order);
                 }
+                // Answers mostly come in the order modelled: the answered request's entry is
+                // then the earliest, and it goes without the lookup `earliest_answer` makes.
+                if let Some(p) = predicted
+                    && state.answers.peek() == Some(&Reverse((p.at, seq)))
+                {
+                    state.answers.pop();
+                }
                 // A zero RTT: no sample (no request answered, or Karn's rule).
                 if rtt > Duration::ZERO {
                     let rtt = rtt.as_secs_f64();
@@ -454,8 +466,8 @@ impl Scheduler for Weave {
                 }
                 // The same for the model's error: an answer to a request declared lost, matched
                 // to the resend's prediction, reads its lateness as an answer a round trip early,
-                // and the deviation the buffer-slack rule reads would grow by a quarter RTT with
-                // it though the path's answers do not vary.
+                // and the deviation the copy rules read would grow by a quarter RTT with it though
+                // the path's answers do not vary.
                 if let Some(predicted) = predicted.filter(|_| rtt > Duration::ZERO) {
                     state.on_error(
                         now.since_epoch().as_secs_f64() - predicted.at.since_epoch().as_secs_f64(),
