@@ -235,29 +235,37 @@ impl Stack {
         pcdn_identity::files::write_credential(&credential, &identity)?;
         let identity = pcdn_identity::files::read_credential(&credential)?;
         // The relay must know the server's address and the server must know the relay's: take
-        // a free port for the server first.
-        let server_addr = std::net::UdpSocket::bind("127.0.0.1:0")
-            .and_then(|s| s.local_addr())
-            .context("finding a free UDP port")?;
-        let mut relay_config = RelayConfig::new("127.0.0.1:0".parse()?, server_addr, down_link(device));
-        relay_config.seed = seed.wrapping_add(self.relays.len() as u64);
-        let relay = spawn_relay(relay_config)
-            .await
-            .with_context(|| format!("starting the link of {}", device.name))?;
-        let mut config = ServerConfig::new(store_dir, server_addr);
-        config.advertise = Some(relay.local_addr());
-        config.origin = device.origin;
-        config.default_capacity_bps = device.rate_bps;
-        config.cache = cache;
-        config.tracker = Some(TrackerSettings {
-            url: self.tracker_url.clone(),
-            identity,
-        });
-        let server = match spawn_server(config).await {
-            Ok(server) => server,
-            Err(e) => {
-                relay.shutdown().await;
-                return Err(e.context(format!("starting {}", device.name)));
+        // a free port for the server first. Another socket may take it between the probe and
+        // the server's bind (tests run beside each other); then the pair starts on a new port.
+        let mut attempt = 1;
+        let (relay, server) = loop {
+            let server_addr = std::net::UdpSocket::bind("127.0.0.1:0")
+                .and_then(|s| s.local_addr())
+                .context("finding a free UDP port")?;
+            let mut relay_config = RelayConfig::new("127.0.0.1:0".parse()?, server_addr, down_link(device));
+            relay_config.seed = seed.wrapping_add(self.relays.len() as u64);
+            let relay = spawn_relay(relay_config)
+                .await
+                .with_context(|| format!("starting the link of {}", device.name))?;
+            let mut config = ServerConfig::new(store_dir, server_addr);
+            config.advertise = Some(relay.local_addr());
+            config.origin = device.origin;
+            config.default_capacity_bps = device.rate_bps;
+            config.cache = cache.clone();
+            config.tracker = Some(TrackerSettings {
+                url: self.tracker_url.clone(),
+                identity: identity.clone(),
+            });
+            match spawn_server(config).await {
+                Ok(server) => break (relay, server),
+                Err(e) => {
+                    relay.shutdown().await;
+                    if attempt < PORT_ATTEMPTS && is_addr_in_use(&e) {
+                        attempt += 1;
+                        continue;
+                    }
+                    return Err(e.context(format!("starting {}", device.name)));
+                }
             }
         };
         say(
@@ -284,6 +292,17 @@ impl Stack {
         }
         let _ = self.tracker.stop().await;
     }
+}
+
+/// Tries at a device's free port before its start fails: a port taken between the probe and
+/// the bind is rare, twice in a row rarer still.
+const PORT_ATTEMPTS: u32 = 5;
+
+/// The error comes of binding an address another socket holds.
+fn is_addr_in_use(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::AddrInUse)
 }
 
 fn say(json: bool, line: std::fmt::Arguments<'_>) {
@@ -463,4 +482,18 @@ fn print_table(output: &DemoOutput) {
     println!();
     println!("Columns: completion time; goodput; goodput ÷ capacity; mean out-of-order bytes; p99 waiting time;");
     println!("duplicate data ÷ needed; bytes from the origin ÷ all bytes; blocks failing verification; banned paths.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_held_by_another_socket_is_told_from_other_errors() {
+        let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let taken = std::net::UdpSocket::bind(addr).with_context(|| format!("binding UDP {addr}"));
+        assert!(is_addr_in_use(&taken.unwrap_err().context("starting edge-3")));
+        assert!(!is_addr_in_use(&anyhow::anyhow!("opening the store")));
+    }
 }
