@@ -446,15 +446,14 @@ impl Scheduler for Weave {
                 let state = self.clocks.entry(path, &self.cfg);
                 state.loss_run = 0;
                 let predicted = self.predicted.remove(&(path, seq));
-                if let Some(predicted) = predicted {
-                    state.answered_order = state.answered_order.max(predicted.order);
-                }
-                // Answers mostly come in the order modelled: the answered request's entry is
-                // then the earliest, and it goes without the lookup `earliest_answer` makes.
-                if let Some(p) = predicted
-                    && state.answers.peek() == Some(&Reverse((p.at, seq)))
-                {
-                    state.answers.pop();
+                if let Some(p) = predicted {
+                    state.answered_order = state.answered_order.max(p.order);
+                    // Answers mostly come in the order modelled: the answered request's entry
+                    // is then the earliest, and it goes without the lookup `earliest_answer`
+                    // makes.
+                    if state.answers.peek() == Some(&Reverse((p.at, seq))) {
+                        state.answers.pop();
+                    }
                 }
                 // A zero RTT: no sample (no request answered, or Karn's rule).
                 if rtt > Duration::ZERO {
