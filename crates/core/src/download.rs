@@ -61,6 +61,10 @@ pub struct DownloadConfig {
     pub reordering: ReorderConfig,
     /// A path with this many retransmission timeouts in a row, no data between, has failed.
     pub max_consecutive_timeouts: u32,
+    /// A path whose requests have gone unanswered for two smoothed RTTs asks again for the
+    /// oldest still missing (a tail loss probe, RFC 8985 §7), so that a lost tail is found by
+    /// the time threshold rather than by the retransmission timeout. Pull transport only.
+    pub tail_probes: bool,
     /// HELLO attempts before a path that never answers has failed.
     pub handshake_attempts: u32,
     /// Lower bound of the retransmission timeout.
@@ -100,6 +104,12 @@ impl DownloadConfig {
         self
     }
 
+    /// This configuration with tail loss probes on or off (`tail_probes`).
+    pub fn with_tail_probes(mut self, tail_probes: bool) -> Self {
+        self.tail_probes = tail_probes;
+        self
+    }
+
     /// Defaults for fetching the whole content: a 4 MB reorder buffer, threshold 3.
     pub fn new(content: wire::ContentId, content_length: u64, packet_size: u32) -> Self {
         DownloadConfig {
@@ -111,6 +121,7 @@ impl DownloadConfig {
             reorder_threshold: crate::path::PACKET_THRESHOLD,
             reordering: ReorderConfig::default(),
             max_consecutive_timeouts: 6,
+            tail_probes: true,
             handshake_attempts: 5,
             min_rto: Duration::from_millis(200),
             pacing_slack: Duration::from_millis(1),
@@ -477,6 +488,8 @@ impl Download {
         let mut path = Path::new(id, server, conn_id, cc, now, self.config.min_rto, self.packet_size)
             .with_loss_detection(self.config.reorder_threshold, self.config.reordering.clone());
         path.pacing_slack = self.config.pacing_slack;
+        // Subflows retransmit on their own path, as TCP does; their timeouts do the rest.
+        path.tail_probes = self.config.tail_probes && self.subflows.is_none();
         self.paths.push(path);
         if let Some(flows) = self.subflows.as_deref_mut() {
             flows.add_path(id);
@@ -749,7 +762,7 @@ impl Download {
             self.stats.invalid += 1;
             return;
         }
-        let pn = self.take_in_flight(index, seq);
+        let pn = self.take_answered(index, seq, data.request_id);
         let ps = &mut self.stats.paths[path_id.0 as usize];
         let answered = self.paths[index].on_data(ps, now, seq, pn, bytes);
         self.stats.packets_received += 1;
@@ -1035,6 +1048,9 @@ impl Download {
                     if let Some(t) = path.loss_deadline() {
                         consider(t);
                     }
+                    if let Some(t) = path.tail_probe_deadline() {
+                        consider(t);
+                    }
                     // A paced path with window room and work to do wakes when pacing allows.
                     let paced = path.next_send > self.now;
                     if paced && !self.done && path.in_flight_count() < path.cwnd_packets() && self.has_work() {
@@ -1076,6 +1092,12 @@ impl Download {
                     let ps = &mut self.stats.paths[id.0 as usize];
                     let mut lost = std::mem::take(&mut self.lost_scratch);
                     self.paths[index].detect_losses(ps, now, &mut lost);
+                    // The probe goes first: it restarts the retransmission timer, which would
+                    // otherwise fire at the same instant.
+                    if self.paths[index].tail_probe_deadline().is_some_and(|t| t <= now) {
+                        self.tail_probe(now, index);
+                    }
+                    let ps = &mut self.stats.paths[id.0 as usize];
                     let fired = self.paths[index].on_rto(ps, now, &mut lost);
                     self.requeue_lost(now, index, &mut lost);
                     self.lost_scratch = lost;
@@ -1110,6 +1132,28 @@ impl Download {
         let bytes = self.packet_len(seq);
         let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
         self.paths[index].record_probe(ps, now, seq, bytes);
+        if self.paths[index].outbox.len() == 1 {
+            self.outboxes += 1;
+        }
+        self.stats.requests_sent += 1;
+    }
+
+    /// A tail loss probe on the path at `index` (`Path::tail_probe_seq`): it asks again for
+    /// the oldest packet in flight there that the download still waits for. Its answer, to a
+    /// request later than every one unanswered, lets the time threshold declare those lost.
+    fn tail_probe(&mut self, now: Instant, index: usize) {
+        if self.done {
+            self.paths[index].defer_tail_probe(now);
+            return;
+        }
+        let missing = |seq: u64| self.slot_index(seq).is_some_and(|i| !self.slots[i].received);
+        let Some(seq) = self.paths[index].tail_probe_seq(missing) else {
+            self.paths[index].defer_tail_probe(now);
+            return;
+        };
+        let bytes = self.packet_len(seq);
+        let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
+        self.paths[index].record_tail_probe(ps, now, seq, bytes);
         if self.paths[index].outbox.len() == 1 {
             self.outboxes += 1;
         }
@@ -1299,6 +1343,24 @@ impl Download {
         let path = &self.paths[index];
         self.slot_index(seq).is_some_and(|i| self.slots[i].holder == path.id.0)
             || path.in_flight_spill.contains_key(seq)
+    }
+
+    /// Takes the request an answer for `seq` carrying `request_id` answers off the requests in
+    /// flight on the path at `index`; returns its pn. With a tail loss probe for `seq` in
+    /// flight beside the request it asks again, the probe's REQUEST is the later one, so its
+    /// id is the larger.
+    fn take_answered(&mut self, index: usize, seq: u64, request_id: u64) -> Option<u64> {
+        if self.paths[index].tail_probe_for(seq).is_some() {
+            let holder = self.paths[index].id.0;
+            let asked = self
+                .slot_index(seq)
+                .map(|i| self.slots[i])
+                .filter(|s| s.holder == holder);
+            if asked.is_none_or(|slot| request_id > slot.pn) {
+                return self.paths[index].in_flight_spill.remove(seq);
+            }
+        }
+        self.take_in_flight(index, seq)
     }
 
     /// Takes `seq` off the requests in flight on the path at `index`; returns its pn.

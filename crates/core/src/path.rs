@@ -8,9 +8,11 @@ use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
 mod reorder;
+mod tail_probe;
 
 use reorder::Reordering;
 pub use reorder::{LossThresholds, ReorderConfig};
+use tail_probe::TailProbe;
 
 /// A path's handle, unique within one download (never reused).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -207,6 +209,8 @@ pub struct PathStats {
     pub spurious_losses: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub tail_probes: u64,
     /// Final smoothed RTT in microseconds.
     pub srtt_us: u64,
     /// Packets proven corrupt: sent in a block that failed verification, differing from the
@@ -290,6 +294,13 @@ pub(crate) struct Path {
     packet_threshold: u64,
     /// The reordering window of the time threshold (RFC 8985 §6.2).
     reorder: Reordering,
+    /// Whether the path sends tail loss probes (`DownloadConfig::tail_probes`).
+    pub tail_probes: bool,
+    /// The tail loss probe in flight, if any: no other is sent until it is settled.
+    tail_probe: Option<TailProbe>,
+    /// When the tail loss probe's timer starts, unless an answer came since: the latest
+    /// request sent other than a probe, or a probe due when there was nothing to ask again.
+    pto_start: Instant,
 }
 
 impl Path {
@@ -342,6 +353,9 @@ impl Path {
             answered_at: Instant::ZERO,
             rto_ns: 0,
             oldest_sent: None,
+            tail_probes: false,
+            tail_probe: None,
+            pto_start: Instant::ZERO,
         }
         .with_current_estimates()
     }
@@ -525,6 +539,7 @@ impl Path {
         }
         self.in_flight += 1;
         self.in_flight_bytes += bytes;
+        self.pto_start = now;
         ps.requests += 1;
         self.cc.on_request_sent(now, bytes, self.in_flight_bytes);
         self.refresh_cwnd();
@@ -580,6 +595,9 @@ impl Path {
         let pn = pn?;
         self.in_flight -= 1;
         self.view_dirty = true;
+        if self.tail_probe.is_some_and(|probe| probe.pn == pn) {
+            self.tail_probe = None;
+        }
         let entry = *self.entry_mut(pn)?;
         self.entry_mut(pn)?.done = true;
         self.last_answered = Some(entry.seq);
@@ -643,6 +661,9 @@ impl Path {
         self.view_dirty = true;
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(entry.bytes);
         if entry.probe {
+            if self.tail_probe.is_some_and(|probe| probe.pn == pn) {
+                self.tail_probe = None;
+            }
             // Nobody waits for a probe's packet: nothing to requeue, and no congestion signal
             // (only timeouts after the first of a series lose probes).
             self.in_flight_spill.remove(entry.seq);
@@ -678,7 +699,7 @@ impl Path {
     /// path last answered, whichever is later (RFC 6298 §5.3 restarts the timer on every
     /// acknowledgment of new data).
     pub fn rto_deadline(&self) -> Option<Instant> {
-        let start = self.oldest_sent?.max(self.answered_at);
+        let start = self.oldest_sent?.max(self.answered_at).max(self.tail_probe_sent());
         // `start + rto`, which saturates the same way.
         let deadline = Some(Instant::from_nanos(start.as_nanos().saturating_add(self.rto_ns)));
         debug_assert_eq!(deadline, self.find_deadline(), "the deadline is current");
@@ -687,7 +708,7 @@ impl Path {
 
     fn find_deadline(&self) -> Option<Instant> {
         let oldest = self.ledger.iter().find(|s| !s.done)?;
-        Some(oldest.sent.max(self.answered_at) + self.rto)
+        Some(oldest.sent.max(self.answered_at).max(self.tail_probe_sent()) + self.rto)
     }
 
     /// The packet to probe this path with, when it is in timeout recovery with nothing in
@@ -703,7 +724,9 @@ impl Path {
     /// this path only (in `in_flight_spill`, which finds its answer), never a copy the
     /// download counts, so its loss requeues nothing. Returns its pn.
     pub fn record_probe(&mut self, ps: &mut PathStats, now: Instant, seq: u64, bytes: u64) -> u64 {
+        let pto_start = self.pto_start;
         let pn = self.record_request(ps, now, seq, bytes, true);
+        self.pto_start = pto_start;
         if let Some(entry) = self.entry_mut(pn) {
             entry.probe = true;
         }
@@ -742,8 +765,9 @@ impl Path {
         }
         let first_of_series = self.consecutive_timeouts == 0;
         // The oldest requests (those sent at the oldest's instant) on the first timeout, every
-        // request in flight from the second on.
-        let sent_by = if first_of_series {
+        // request in flight from the second on, or from the first after an unanswered tail
+        // loss probe: the path has then been silent for a probe timeout and an RTO.
+        let sent_by = if first_of_series && self.tail_probe.is_none() {
             self.oldest_sent.unwrap_or(now)
         } else {
             now

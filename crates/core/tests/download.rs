@@ -58,7 +58,11 @@ fn data(conn_id: u64, seq: u64) -> Vec<u8> {
 
 /// A download with one established path; returns it, the path and its connection id.
 fn established() -> (Download, PathId, u64) {
-    let mut d = download();
+    established_with(download())
+}
+
+/// `d` with one established path; returns it, the path and its connection id.
+fn established_with(mut d: Download) -> (Download, PathId, u64) {
     let p = add(&mut d);
     let out = transmits(&mut d, Instant::ZERO);
     let conn_id = conn_id_of_hello(&out[0].1);
@@ -312,7 +316,9 @@ fn ms(n: u64) -> Instant {
 /// the download, the path, its connection id and the numbers still in flight, grouped by
 /// when they were sent, the oldest first.
 fn four_rounds() -> (Download, PathId, u64, Vec<Vec<u64>>) {
-    let config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    let mut config = DownloadConfig::new(wire::ContentId([3; 32]), LONG * u64::from(PACKET), PACKET);
+    // The retransmission timeout itself, not the tail loss probe that would come first.
+    config.tail_probes = false;
     let mut d = Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap();
     let p = add(&mut d);
     let conn_id = conn_id_of_hello(&transmits(&mut d, Instant::ZERO)[0].1);
@@ -518,4 +524,101 @@ fn a_paced_path_woken_late_makes_up_the_lost_time_within_the_slack() {
     // requests); at 43 ms, due since 40.5 ms, it sends 3 again and 1.5 ms stay lost.
     assert_eq!(paced_requests_after_a_late_wake(Duration::ZERO), (1, 1));
     assert_eq!(paced_requests_after_a_late_wake(Duration::from_millis(1)), (3, 3));
+}
+
+/// The ten packets of the content asked for at 20 ms, the first seven answered at 40 ms and
+/// the last three lost: nothing answered after them, so neither threshold can find them.
+/// Returns the download, its path and connection id, and the first REQUEST's id.
+fn silent_tail(tail_probes: bool) -> (Download, PathId, u64, u64) {
+    let mut config = DownloadConfig::new(wire::ContentId([3; 32]), LENGTH, PACKET);
+    config.tail_probes = tail_probes;
+    let (mut d, p, conn_id) =
+        established_with(Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap());
+    let out = transmits(&mut d, ms(20));
+    assert_eq!(requested(&out), (0..10).collect::<Vec<_>>());
+    let first_request = common::request_ids(&out)[0];
+    for seq in 0..7 {
+        d.handle_datagram(ms(40), p, &data(conn_id, seq));
+    }
+    assert!(
+        requested(&transmits(&mut d, ms(40))).is_empty(),
+        "nothing left to ask for"
+    );
+    (d, p, conn_id, first_request)
+}
+
+#[test]
+fn a_silent_tail_is_probed_before_the_timeout_and_its_losses_are_found_by_time() {
+    // RFC 8985 §7. Without probes only the retransmission timeout finds the lost tail, one
+    // RTO (the 200 ms floor) after the last answer, and counts it as a timeout.
+    let (mut d, _, _, _) = silent_tail(false);
+    let fire = d.poll_timeout().expect("requests in flight arm the timer");
+    assert_eq!(fire, ms(240));
+    d.handle_timeout(fire);
+    assert_eq!(d.stats().paths[0].timeouts, 1);
+
+    // With them, two smoothed RTTs (20 ms) after the last answer the path asks again for the
+    // oldest packet still missing, and for nothing else.
+    let (mut d, p, conn_id, _) = silent_tail(true);
+    let probe_at = d.poll_timeout().expect("requests in flight arm the timer");
+    assert_eq!(probe_at, ms(80));
+    d.handle_timeout(probe_at);
+    let out = transmits(&mut d, probe_at);
+    assert_eq!(requested(&out), vec![7]);
+    let s = d.stats();
+    assert_eq!((s.paths[0].tail_probes, s.paths[0].timeouts, s.losses), (1, 0, 0));
+    // The timeout now runs from the probe.
+    assert_eq!(d.poll_timeout(), Some(probe_at + Duration::from_millis(200)));
+    // Its answer comes after every request left unanswered: the time threshold declares
+    // them lost at once (7's first request included), a loss, not a timeout, and the path
+    // asks again for the two still missing.
+    let probe_id = common::request_ids(&out)[0];
+    d.handle_datagram(ms(100), p, &common::data_answering(conn_id, probe_id, 7, 1400));
+    let s = d.stats();
+    assert_eq!((s.paths[0].timeouts, s.losses, s.duplicates), (0, 3, 0));
+    assert_eq!(requested(&transmits(&mut d, ms(100))), vec![8, 9]);
+}
+
+#[test]
+fn a_late_tail_answers_its_own_requests_and_the_probe_comes_back_a_duplicate() {
+    // The tail was late, not lost: its answers come after the probe left and are matched to
+    // the first REQUEST (so no request stays in flight to be declared lost), and the probe's
+    // own answer is a duplicate.
+    let (mut d, p, conn_id, first_request) = silent_tail(true);
+    let probe_at = d.poll_timeout().unwrap();
+    d.handle_timeout(probe_at);
+    let out = transmits(&mut d, probe_at);
+    assert_eq!(requested(&out), vec![7]);
+    for seq in 7..10 {
+        d.handle_datagram(ms(90), p, &common::data_answering(conn_id, first_request, seq, 1400));
+    }
+    assert!(d.is_done());
+    d.handle_datagram(
+        ms(100),
+        p,
+        &common::data_answering(conn_id, common::request_ids(&out)[0], 7, 1400),
+    );
+    let s = d.stats();
+    assert_eq!((s.losses, s.duplicates, s.paths[0].timeouts), (0, 1, 0));
+    assert_eq!(s.paths[0].requests, 11);
+    assert_eq!(d.poll_timeout(), None, "nothing left in flight");
+}
+
+#[test]
+fn a_probe_left_unanswered_makes_the_next_timeout_give_back_everything() {
+    // Silent for a probe timeout and then an RTO: the path is not just slow, so its first
+    // timeout gives every request back to the queue, as a second one would without probes,
+    // and the path is probed with a packet it delivered.
+    let (mut d, _, _, _) = silent_tail(true);
+    let probe_at = d.poll_timeout().unwrap();
+    d.handle_timeout(probe_at);
+    assert_eq!(requested(&transmits(&mut d, probe_at)), vec![7]);
+    let fire = d.poll_timeout().unwrap();
+    assert_eq!(fire, probe_at + Duration::from_millis(200));
+    d.handle_timeout(fire);
+    let s = d.stats();
+    assert_eq!((s.paths[0].timeouts, s.losses), (1, 3), "7, 8 and 9 lost at once");
+    let probe = requested(&transmits(&mut d, fire));
+    assert_eq!(probe.len(), 1);
+    assert!(probe[0] < 7, "probed with a delivered packet: {probe:?}");
 }

@@ -26,6 +26,7 @@ fn world(size_mb: u64, task_mb: Option<u64>, servers: Vec<ServerSpec>) -> WorldS
     WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length: size_mb * 1_000_000,
         packet_size: 1400,
         task_size: task_mb.map(|t| t * 1_000_000),

@@ -174,6 +174,7 @@ mod tests {
         WorldSpec {
             weave: Default::default(),
             reordering: Default::default(),
+            tail_probes: true,
             content_length: bytes,
             packet_size: 974,
             task_size: None,

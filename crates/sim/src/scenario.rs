@@ -476,6 +476,8 @@ struct RawClient {
     weave: WeaveConfig,
     /// The reordering window of loss detection (RFC 8985 §6.2).
     reordering: ReorderConfig,
+    /// Tail loss probes (RFC 8985 §7).
+    tail_probes: bool,
 }
 
 impl Default for RawClient {
@@ -487,6 +489,7 @@ impl Default for RawClient {
             reorder_buffer: 4_000_000,
             weave: WeaveConfig::default(),
             reordering: ReorderConfig::default(),
+            tail_probes: true,
         }
     }
 }
@@ -774,6 +777,7 @@ impl Ctx<'_> {
                 duration: raw.duration,
                 weave: raw.client.weave,
                 reordering: raw.client.reordering,
+                tail_probes: raw.client.tail_probes,
             },
         })
     }

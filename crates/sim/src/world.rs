@@ -63,6 +63,8 @@ pub struct WorldSpec {
     pub weave: WeaveConfig,
     /// The client's reordering window (`[client] reordering`, RFC 8985 §6.2).
     pub reordering: ReorderConfig,
+    /// The client's tail loss probes (`[client] tail_probes`, RFC 8985 §7).
+    pub tail_probes: bool,
 }
 
 /// What one run measured.
@@ -171,6 +173,7 @@ impl WorldSpec {
             video,
         )
         .with_reordering(self.reordering.clone())
+        .with_tail_probes(self.tail_probes)
     }
 }
 
@@ -750,6 +753,7 @@ pub fn mprd_high_rate() -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length: 200_000_000,
         packet_size: 1400,
         task_size: None,

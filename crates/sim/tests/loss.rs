@@ -36,6 +36,7 @@ fn world(servers: Vec<ServerSpec>) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length: 12_000_000,
         packet_size: PACKET,
         task_size: None,

@@ -37,6 +37,7 @@ fn world(outage: impl FnOnce(&mut ServerSpec)) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length: 4_000_000,
         packet_size: 1400,
         task_size: None,

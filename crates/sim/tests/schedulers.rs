@@ -60,6 +60,7 @@ fn world(content_length: u64, reorder_buffer: u64, servers: Vec<ServerSpec>) -> 
     WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length,
         packet_size: PACKET as u32,
         task_size: None,

@@ -30,6 +30,7 @@ fn world(size: u64, servers: Vec<ServerSpec>) -> WorldSpec {
     WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length: size,
         packet_size: 1400,
         task_size: None,

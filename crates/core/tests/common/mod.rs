@@ -30,16 +30,31 @@ pub fn requested<'a>(out: impl IntoIterator<Item = &'a (PathId, Vec<u8>)>) -> Ve
 
 /// A DATA datagram for `seq` on connection `conn_id`, its payload `len` bytes of `seq as u8`.
 pub fn data_of_len(conn_id: u64, seq: u64, len: usize) -> Vec<u8> {
+    data_answering(conn_id, 0, seq, len)
+}
+
+/// A DATA for packet `seq` (of `len` bytes) answering the REQUEST whose id is `request_id`.
+pub fn data_answering(conn_id: u64, request_id: u64, seq: u64, len: usize) -> Vec<u8> {
     let mut b = Vec::new();
     wire::encode_data(
         &mut b,
         &wire::Data {
             conn_id,
-            request_id: 0,
+            request_id,
             seq,
             payload: &vec![seq as u8; len],
         },
     )
     .unwrap();
     b
+}
+
+/// The id of every REQUEST among `out`.
+pub fn request_ids<'a>(out: impl IntoIterator<Item = &'a (PathId, Vec<u8>)>) -> Vec<u64> {
+    out.into_iter()
+        .filter_map(|(_, b)| match wire::decode(b).unwrap() {
+            Message::Request(r) => Some(r.request_id),
+            _ => None,
+        })
+        .collect()
 }

@@ -226,6 +226,7 @@ fn a_fleet_of_one_viewer_is_the_single_viewer_world_of_the_same_links() {
     let world = WorldSpec {
         weave: Default::default(),
         reordering: Default::default(),
+        tail_probes: true,
         content_length: video().total_bytes(),
         packet_size: spec.packet_size,
         task_size: None,

@@ -327,6 +327,15 @@ fn the_reordering_window_is_read_from_the_client_table() {
 }
 
 #[test]
+fn tail_probes_are_on_unless_the_client_table_turns_them_off() {
+    assert!(parse(SMALL).unwrap().points[0].world.tail_probes);
+    let off = parse(&SMALL.replace("[client]", "[client]\ntail_probes = false")).unwrap();
+    assert!(!off.points[0].world.tail_probes);
+    let e = error_of(&SMALL.replace("[client]", "[client]\ntail_probes = 1"));
+    assert!(e.contains("tail_probes"), "{e}");
+}
+
+#[test]
 fn missing_keys_and_toml_syntax_errors() {
     let e = error_of("[[server]]\nname = \"a\"\nlink = {}\n");
     assert!(
