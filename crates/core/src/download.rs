@@ -1129,13 +1129,7 @@ impl Download {
         let Some(seq) = self.paths[index].probe_seq() else {
             return;
         };
-        let bytes = self.packet_len(seq);
-        let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
-        self.paths[index].record_probe(ps, now, seq, bytes);
-        if self.paths[index].outbox.len() == 1 {
-            self.outboxes += 1;
-        }
-        self.stats.requests_sent += 1;
+        self.send_probe(now, index, seq, Path::record_probe);
     }
 
     /// A tail loss probe on the path at `index` (`Path::tail_probe_seq`): it asks again for
@@ -1151,9 +1145,20 @@ impl Download {
             self.paths[index].defer_tail_probe(now);
             return;
         };
+        self.send_probe(now, index, seq, Path::record_tail_probe);
+    }
+
+    /// Puts a probe for `seq` in the outbox of the path at `index`, recorded by `record`.
+    fn send_probe(
+        &mut self,
+        now: Instant,
+        index: usize,
+        seq: u64,
+        record: fn(&mut Path, &mut PathStats, Instant, u64, u64) -> u64,
+    ) {
         let bytes = self.packet_len(seq);
         let ps = &mut self.stats.paths[self.paths[index].id.0 as usize];
-        self.paths[index].record_tail_probe(ps, now, seq, bytes);
+        record(&mut self.paths[index], ps, now, seq, bytes);
         if self.paths[index].outbox.len() == 1 {
             self.outboxes += 1;
         }
