@@ -75,6 +75,16 @@ fn established_with(mut d: Download) -> (Download, PathId, u64) {
     (d, p, conn_id)
 }
 
+/// The id of every REQUEST among `out`.
+fn request_ids<'a>(out: impl IntoIterator<Item = &'a (PathId, Vec<u8>)>) -> Vec<u64> {
+    out.into_iter()
+        .filter_map(|(_, b)| match wire::decode(b).unwrap() {
+            Message::Request(r) => Some(r.request_id),
+            _ => None,
+        })
+        .collect()
+}
+
 fn requested(out: &[(PathId, Vec<u8>)]) -> Vec<u64> {
     common::requested(out)
 }
@@ -536,7 +546,7 @@ fn silent_tail(tail_probes: bool) -> (Download, PathId, u64, u64) {
         established_with(Download::new(config, scheduler::by_name("minrtt", 0).unwrap()).unwrap());
     let out = transmits(&mut d, ms(20));
     assert_eq!(requested(&out), (0..10).collect::<Vec<_>>());
-    let first_request = common::request_ids(&out)[0];
+    let first_request = request_ids(&out)[0];
     for seq in 0..7 {
         d.handle_datagram(ms(40), p, &data(conn_id, seq));
     }
@@ -572,7 +582,7 @@ fn a_silent_tail_is_probed_before_the_timeout_and_its_losses_are_found_by_time()
     // Its answer comes after every request left unanswered: the time threshold declares
     // them lost at once (7's first request included), a loss, not a timeout, and the path
     // asks again for the two still missing.
-    let probe_id = common::request_ids(&out)[0];
+    let probe_id = request_ids(&out)[0];
     d.handle_datagram(ms(100), p, &common::data_answering(conn_id, probe_id, 7, 1400));
     let s = d.stats();
     assert_eq!((s.paths[0].timeouts, s.losses, s.duplicates), (0, 3, 0));
@@ -596,7 +606,7 @@ fn a_late_tail_answers_its_own_requests_and_the_probe_comes_back_a_duplicate() {
     d.handle_datagram(
         ms(100),
         p,
-        &common::data_answering(conn_id, common::request_ids(&out)[0], 7, 1400),
+        &common::data_answering(conn_id, request_ids(&out)[0], 7, 1400),
     );
     let s = d.stats();
     assert_eq!((s.losses, s.duplicates, s.paths[0].timeouts), (0, 1, 0));

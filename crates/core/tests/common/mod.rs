@@ -48,13 +48,3 @@ pub fn data_answering(conn_id: u64, request_id: u64, seq: u64, len: usize) -> Ve
     .unwrap();
     b
 }
-
-/// The id of every REQUEST among `out`.
-pub fn request_ids<'a>(out: impl IntoIterator<Item = &'a (PathId, Vec<u8>)>) -> Vec<u64> {
-    out.into_iter()
-        .filter_map(|(_, b)| match wire::decode(b).unwrap() {
-            Message::Request(r) => Some(r.request_id),
-            _ => None,
-        })
-        .collect()
-}
