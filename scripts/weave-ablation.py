@@ -22,6 +22,8 @@ Usage (from anywhere; Python 3 standard library only):
                                                          # a reduced one: the first sweep point
                                                          # and the default control of each file
     scripts/weave-ablation.py --no-build --bin /path/to/pcdn
+    scripts/weave-ablation.py --switch tail_copies --random 0
+                                                         # one switch, on the files alone
     scripts/weave-ablation.py --jobs 2 --cache DIR       # two commands at once, one thread
                                                          # each; each command's cells kept in
                                                          # DIR and reused when run again (a
@@ -163,6 +165,7 @@ def main():
     ap.add_argument("--only", help="only scenario files whose stem contains this")
     ap.add_argument("--skip", action="append", default=[], help="no scenario file whose stem contains this (repeatable)")
     ap.add_argument("--no-files", action="store_true", help="the random worlds only")
+    ap.add_argument("--switch", action="append", default=[], help="only this switch (repeatable; default: every one)")
     ap.add_argument(
         "--random-cc", action="append", default=[], help="the random worlds' control (repeatable; default: --cc's, else the default)"
     )
@@ -183,7 +186,8 @@ def main():
     build = sha256_file(exe)
 
     threads = ["--threads", str(max(1, (os.cpu_count() or 1) // args.jobs))] if args.jobs > 1 else []
-    common = ["--json", "--seed", str(args.seed), "--repeat", str(args.repeat)] + threads
+    only_switches = [x for s in args.switch for x in ("--switch", s)]
+    common = ["--json", "--seed", str(args.seed), "--repeat", str(args.repeat)] + threads + only_switches
     if args.cache:
         os.makedirs(args.cache, exist_ok=True)
     # (kind, arguments): the random worlds in chunks first (world i is drawn from seed + i, so
@@ -194,7 +198,7 @@ def main():
     for first in range(0, args.random, max(1, args.chunk)):
         count = min(args.chunk, args.random - first)
         cmd = ["sim", "--ablate", "--random", str(count), "--json", "--seed", str(args.seed + first)]
-        cmd += ["--repeat", str(args.repeat)] + threads
+        cmd += ["--repeat", str(args.repeat)] + threads + only_switches
         cmd += [x for c in random_ccs for x in ("--cc", c)]
         if args.quick:
             cmd.append("--quick")
