@@ -299,7 +299,7 @@ fn weave_switches_and_constants_are_read_from_the_client_table() {
     ))
     .unwrap();
     let weave = &scenario.points[0].world.weave;
-    assert!(!weave.tail_copies && weave.player_copies);
+    assert!(!weave.tail_copies && weave.first_frame_copies);
     assert_eq!(weave.pipe_gain, 1.5);
     assert_eq!(weave.hold_slack, Duration::from_millis(100));
     // Without the key, weave as it ships.

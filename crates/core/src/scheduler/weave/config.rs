@@ -27,8 +27,6 @@ pub struct WeaveConfig {
     pub window_cut: bool,
     /// Copies at the task's tail and, with the buffer full, of overdue or lossy-path requests.
     pub tail_copies: bool,
-    /// The player's next packet, overdue on its only path, asked again on a path with room.
-    pub player_copies: bool,
     /// The first frame's packets at risk on a later path, copied on the soonest one.
     pub first_frame_copies: bool,
     /// Stall shaping: playback about to run dry stalls at a frame's start.
@@ -104,9 +102,6 @@ pub struct WeaveConfig {
     /// Deviations past its modelled answer before a request counts as overdue: RFC 6298 §2's
     /// K = 4 past sRTT (the model holds one); Pscheduler Fig. 5, 64 kB under BBR, 10 seeds.
     pub overdue_deviations: f64,
-    /// Seconds ahead of the playhead's need that a barely overdue player packet is asked
-    /// again: Kondo's E, 20 seeds (stalled time 0.02 points lower under each coupled control).
-    pub player_copy_slack: f64,
 
     // ---- stall shaping ----
     /// Span over which the stall prediction measures the arrivals' rate and the steady
@@ -172,7 +167,6 @@ impl Default for WeaveConfig {
             tail_wait: true,
             window_cut: true,
             tail_copies: true,
-            player_copies: true,
             first_frame_copies: true,
             stall_shaping: true,
             shared_trial: true,
@@ -194,7 +188,6 @@ impl Default for WeaveConfig {
             copy_allowance: 32,
             lossy_path: 0.01,
             overdue_deviations: 3.0,
-            player_copy_slack: 0.02,
             front_window: Duration::from_secs(2),
             front_sample: Duration::from_millis(10),
             hold_slack: Duration::from_millis(250),
@@ -221,7 +214,6 @@ impl WeaveConfig {
         "tail_wait",
         "window_cut",
         "tail_copies",
-        "player_copies",
         "first_frame_copies",
         "stall_shaping",
         "shared_trial",
@@ -236,7 +228,6 @@ impl WeaveConfig {
             "tail_wait" => &mut self.tail_wait,
             "window_cut" => &mut self.window_cut,
             "tail_copies" => &mut self.tail_copies,
-            "player_copies" => &mut self.player_copies,
             "first_frame_copies" => &mut self.first_frame_copies,
             "stall_shaping" => &mut self.stall_shaping,
             "shared_trial" => &mut self.shared_trial,

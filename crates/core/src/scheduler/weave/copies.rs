@@ -164,36 +164,27 @@ impl Weave {
         }
     }
 
-    /// The next moment a request in flight on one path only and not copied turns overdue:
-    /// `copy_candidate`'s trigger once nothing is pending (each such request), and
-    /// `player_copy`'s otherwise (the packet at the cursor). When the late requests are the
+    /// The next moment a request in flight on one path only and not copied turns overdue,
+    /// once nothing is pending: `copy_candidate`'s trigger. When the late requests are the
     /// last ones their path holds, no other event comes until that path's RTO.
     pub(super) fn next_overdue(&self, view: &View<'_>) -> Option<Instant> {
+        if !view.pending.is_empty() || !self.cfg.tail_copies {
+            return None;
+        }
         let now = view.now.since_epoch().as_secs_f64();
         let mut earliest = f64::INFINITY;
-        let mut consider = |seq: u64, threshold: &dyn Fn(&PathView) -> f64| {
-            let Some(q) = sole_holder(view, seq).and_then(|h| view.path(h)) else {
-                return;
-            };
-            if let Some(lands) = self.modelled_answer(now, q.id, seq) {
-                let until = lands - threshold(q);
-                if until > 0.0 {
-                    earliest = earliest.min(until);
+        view.scan_in_flight(&mut |seq, copies| {
+            if copies == 1 && !self.copied.contains(&seq) {
+                let holder = sole_holder(view, seq).and_then(|h| view.path(h));
+                if let Some((q, lands)) = holder.and_then(|q| Some((q, self.modelled_answer(now, q.id, seq)?))) {
+                    let until = lands - self.overdue_after(q);
+                    if until > 0.0 {
+                        earliest = earliest.min(until);
+                    }
                 }
             }
-        };
-        if view.pending.is_empty() {
-            if self.cfg.tail_copies {
-                view.scan_in_flight(&mut |seq, copies| {
-                    if copies == 1 && !self.copied.contains(&seq) {
-                        consider(seq, &|q| self.overdue_after(q));
-                    }
-                    true
-                });
-            }
-        } else if self.cfg.player_copies && view.player_buffer.is_some() && !self.copied.contains(&view.cursor) {
-            consider(view.cursor, &|_| 0.0);
-        }
+            true
+        });
         // Whole microseconds past the moment: a wake that lands on it, rounded down, would
         // find nothing overdue and ask for itself again.
         earliest

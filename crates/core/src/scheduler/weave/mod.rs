@@ -20,8 +20,8 @@
 //!   more in flight than keeps the bottleneck busy, so that no standing queue makes the
 //!   answers late, and enough that a burst of losses leaves an answer behind it;
 //! - **copies** (`copies`, `player`): at the task's tail, of requests overdue or on a lossy
-//!   path once the buffer is full, of the player's next packet and of the first frame's
-//!   packets at risk, each where the copy lands before the original or its resend;
+//!   path once the buffer is full, and of the first frame's packets at risk, each where
+//!   the copy lands before the original or its resend;
 //! - **stall shaping** (`stall`): playback about to run dry stalls at a frame's start;
 //! - the **shared-queue trial** (`shared`): a later path that waits in a sooner one's queue
 //!   is left idle once a trial shows the sooner one carries both shares; with `shared_line`
@@ -318,11 +318,6 @@ impl Weave {
                 continue;
             }
             could_copy |= may_copy;
-            if may_copy && self.cfg.player_copies {
-                if let Some(seq) = self.player_copy(view, &call.at, j) {
-                    return self.copy(view.now, p, seq, call, j);
-                }
-            }
             let k = Self::offset(call, j);
             // Nothing of the first frame left for the soonest path to ask for: what is at
             // risk of it. A later path's copy would land after the soonest path's, which only

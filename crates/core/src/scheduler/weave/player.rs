@@ -1,30 +1,5 @@
-//! Copies for the player: its next packet, and the first frame's packets at risk.
+//! Copies for the player: the first frame's packets at risk.
 //!
-//! **The player's next packet**: with a player attached, the packet at the in-order cursor,
-//! overdue on the one path that holds it, is asked again on a path with room while the
-//! player's buffer is shorter than the holder's RTO plus the copy's answer time. Lost, it
-//! may be found only by the timeout (a path with a window of two, as a coupled control
-//! holds one losing 6 %, has no later answers to trigger RFC 9002's thresholds), and the
-//! picture stops meanwhile; with more buffered than that, the resend comes in time anyway.
-//! Kondo's C and E under LIA, OLIA and BALIA: 1.2–3.8 fewer rebuffers (5 seeds); in E,
-//! more frames still incomplete when played (66–75 against 39–45 of 18 720), as the
-//! in-order bytes keep just ahead of the playhead instead of running dry. The copy waits
-//! while the original is barely overdue (less than 3 deviations), unless it must go now to
-//! land in time (the buffer within 20 ms of its answer): such an original is mostly late,
-//! not lost, and under BALIA a third of the copies came back twice. Before the first frame
-//! and in a stall nothing is left to play: a copy cannot come in time, only sooner than a
-//! resend, so it waits for the 3 deviations there (`pcdn sim --random 300 --seed 7001
-//! --scheduler weave`: 16, 21, 27 worlds better and 2, 14, 4 worse by more than 1 % under
-//! `weft`, CUBIC, BBR than with the eager copy there). Kondo's E, 20 seeds:
-//! stalled time 0.02 points lower under each coupled control, and one underflow less under
-//! Compound (seed 14); 9–15 more discarded pictures under LIA and OLIA.
-//! While playing, the buffer counts to the start of the frame holding the cursor, not to
-//! where the in-order bytes end: Kondo's picture discard judges a frame when the playhead
-//! enters it, up to a frame (33 ms at 30 fps) before the buffer runs dry. Kondo's C and E
-//! under LIA, OLIA and BALIA, 20 seeds: 0.35–2.95 fewer discarded pictures in each (C
-//! 35.1, 33.5, 33.0 → 34.4, 33.15, 31.65; E 41.1, 39.35, 38.25 → 38.65, 37.05, 35.3),
-//! underflows within ±0.25; under Compound in E seed 14's one discarded picture (a Wi-Fi
-//! packet lost twice) now also stalls 0.73 s, the timing of the run shifted by 2 ms.
 //! **The first frame**: while the player waits for it, a path with nothing of the frame
 //! left to ask for (its pick lies past the frame's last packet) asks again for a frame
 //! packet in flight only on a path answering later, if the original is at risk: its path
@@ -52,53 +27,8 @@
 
 use super::{PerCall, Weave, sole_holder, unqueued_answer};
 use crate::scheduler::View;
-use crate::time::Duration;
-
-/// Seconds of play before the playhead enters the frame holding the in-order cursor, with a
-/// player attached: Kondo's picture discard judges a frame when the playhead reaches its first
-/// byte, so the packet at the cursor is due up to a frame before the buffer runs dry.
-/// `None` unless the player is playing: before its first frame and in a stall nothing is
-/// left to play, and no copy could come before the playhead needs the packet.
-fn until_cursor_frame(view: &View<'_>) -> Option<f64> {
-    let buffer = view.player_buffer?;
-    let player = view.player.filter(|p| p.has_started() && !p.is_stalled())?;
-    let spec = player.spec();
-    let position = player.position(view.now);
-    // The last frame starting at or before where the in-order bytes end.
-    let holding = spec
-        .first_frame_from(position + buffer + Duration::from_nanos(1))
-        .saturating_sub(1);
-    Some(spec.frame_start(holding).saturating_sub(position).as_secs_f64())
-}
 
 impl Weave {
-    /// With a player attached, the packet at the in-order cursor if it is overdue on the one
-    /// path holding it (its modelled answer, with that path's error terms, has passed) and the
-    /// player's buffer is shorter than that path's RTO plus `i`'s answer: the longest a lost
-    /// request there can take to be found (with few requests behind it, neither RFC 9002's
-    /// packet nor time threshold fires) and asked again. And only once the original is
-    /// `overdue_deviations` late, or the copy must go now to land before the playhead needs
-    /// it (the buffer within `player_copy_slack` of `i`'s answer).
-    pub(super) fn player_copy(&self, view: &View<'_>, at: &[f64], i: usize) -> Option<u64> {
-        view.player_buffer?;
-        // Not playing (no first frame yet, or stalled): the copy cannot come in time, only
-        // sooner than a resend, which it does only if the original is lost: `late`.
-        let buffer = until_cursor_frame(view);
-        let seq = view.cursor;
-        let me = view.paths[i].id;
-        if self.copied.contains(&seq) {
-            return None;
-        }
-        let holder = sole_holder(view, seq).filter(|&h| h != me)?;
-        let lands = self.modelled_answer(view.now.since_epoch().as_secs_f64(), holder, seq)?;
-        let rto = view.path(holder)?.rto.as_secs_f64();
-        let deviation = self.clocks.get(&holder).map_or(0.0, |c| c.deviation);
-        let late = lands <= -self.cfg.overdue_deviations * deviation;
-        let needed = buffer.is_some_and(|b| b <= at[i] + self.cfg.player_copy_slack);
-        let short = buffer.is_none_or(|b| b < rto + at[i]);
-        (lands <= 0.0 && short && (late || needed)).then_some(seq)
-    }
-
     /// While the player waits for its first frame (packets below `end`), one of its packets in
     /// flight only on a path answering later than `i`, not copied before, whose original is at
     /// risk: its path loses `lossy_path` or more, has given fewer answers than it takes to tell
@@ -281,92 +211,5 @@ mod tests {
                 seq: 8
             })
         );
-    }
-
-    /// Packet 10_000, the player's next, asked on the 80 ms path 1 at 1.1 s, whose answers
-    /// vary by `deviation` seconds; at `now_ms` the 20 ms path 0 has room and `buffer_ms` of
-    /// video is buffered (`None`: nothing played yet). What does path 0 ask for?
-    fn player_copy_pick(deviation: f64, now_ms: u64, buffer_ms: impl Into<Option<u64>>) -> Option<Pick> {
-        let mut f = Fixture::new(vec![path(1, 80, 8, 0)], 10_000..10_010);
-        f.now = Instant::from_nanos(1_100_000_000);
-        let mut w = Weave::default();
-        let first = w.next(&f.view()).unwrap();
-        assert_eq!(
-            first,
-            Pick {
-                path: PathId(1),
-                seq: 10_000
-            }
-        );
-        f.apply(first);
-        w.clocks.get_mut(&PathId(1)).unwrap().deviation = deviation;
-        f.paths.insert(0, path(0, 20, 8, 0));
-        f.now = Instant::from_nanos(now_ms * 1_000_000);
-        // 8 Mbit/s: a millisecond of video is 1000 bytes.
-        let spec = VideoSpec::new(8_000_000, Duration::from_secs(60));
-        let mut player = Player::new(spec, Instant::ZERO).unwrap();
-        if let Some(buffer_ms) = buffer_ms.into() {
-            player.on_delivered(Instant::ZERO, 1_000 * (now_ms + buffer_ms));
-        }
-        player.advance(f.now);
-        f.player = Some(player);
-        w.next(&f.view())
-    }
-
-    fn on_path_0(seq: u64) -> Option<Pick> {
-        Some(Pick { path: PathId(0), seq })
-    }
-
-    #[test]
-    fn the_players_next_packet_overdue_on_its_path_is_asked_again_when_the_buffer_runs_short() {
-        // Overdue at 1.2 s. Lost, it could take the 80 ms path's RTO (240 ms) to be found,
-        // and the 20 ms path's answer to come: with 100 ms of video buffered the fast path
-        // asks for it again; with 400 ms it takes the head of the queue.
-        for (buffer_ms, expected) in [(100, 10_000), (400, 10_001)] {
-            assert_eq!(
-                player_copy_pick(0.0, 1_200, buffer_ms),
-                on_path_0(expected),
-                "{buffer_ms} ms buffered"
-            );
-        }
-    }
-
-    #[test]
-    fn the_players_next_packet_barely_overdue_is_asked_again_only_when_it_must_go_now() {
-        // Answers that vary by 50 ms put the modelled answer, with the error terms, at 1.23 s.
-        // 20 ms past it the original is more likely late than lost: with 100 ms buffered the
-        // 20 ms path goes on with the queue, with 30 ms it must ask again now to land in
-        // time; 170 ms past it (over 3 deviations) it asks again with 100 ms buffered.
-        // The packet is due when the playhead enters its frame: 45 ms buffered end 28 ms into
-        // frame 38 (1 266.7-1 300 ms), entered in 16.7 ms, so the copy must go now; with 85 ms
-        // the cursor's frame (39, from 1 300 ms) is 50 ms away.
-        for (now_ms, buffer_ms, expected) in [
-            (1_250, 100, 10_001),
-            (1_250, 30, 10_000),
-            (1_400, 100, 10_000),
-            (1_250, 45, 10_000),
-            (1_250, 85, 10_001),
-        ] {
-            assert_eq!(
-                player_copy_pick(0.05, now_ms, buffer_ms),
-                on_path_0(expected),
-                "{buffer_ms} ms buffered at {now_ms} ms"
-            );
-        }
-    }
-
-    #[test]
-    fn before_the_first_frame_the_players_next_packet_is_asked_again_only_once_late() {
-        // Nothing played yet: a copy cannot come before the playhead needs the packet, only
-        // sooner than a resend, which helps only if the original is lost. 20 ms past its
-        // modelled answer (answers varying by 50 ms) the fast path goes on with the queue;
-        // 170 ms past it, over 3 deviations, it asks again.
-        for (now_ms, expected) in [(1_250, 10_001), (1_400, 10_000)] {
-            assert_eq!(
-                player_copy_pick(0.05, now_ms, None),
-                on_path_0(expected),
-                "at {now_ms} ms"
-            );
-        }
     }
 }
