@@ -136,11 +136,6 @@ pub struct WeaveConfig {
     /// Least share of the pair's rate the later path must carry for a trial: at a download's
     /// start a smaller share confirmed any trial (Pscheduler Fig. 5).
     pub shared_min_share: f64,
-    /// With the pairwise trial (`shared_line` off), one trial at a time per queue: no pair
-    /// is tried while either path is in another trial, the later path keeps one idle or the
-    /// sooner is idle itself. Off: on `scenarios/shared-access.toml` it costs the `weft` row
-    /// (the far edge's trial no longer starts); the set trial replaces it.
-    pub shared_one_trial: bool,
     /// The set trial in place of the pairwise one: paths whose queueing delays move together
     /// form a group (connected components of coherent pairs), and a member is left idle for
     /// a trial, one per group at a time and never behind an idle member, judged by the
@@ -197,7 +192,6 @@ impl Default for WeaveConfig {
             shared_trial_rtts: 8.0,
             shared_confirm: 0.9,
             shared_min_share: 0.1,
-            shared_one_trial: false,
             shared_line: false,
             shared_measure_rtts: 4.0,
             shared_headroom: 0.5,

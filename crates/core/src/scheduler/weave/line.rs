@@ -424,14 +424,6 @@ mod tests {
         (bin % 5) as f64
     }
 
-    /// The pairwise trial in place of the set trial.
-    fn pairwise() -> WeaveConfig {
-        WeaveConfig {
-            shared_line: false,
-            ..WeaveConfig::default()
-        }
-    }
-
     /// A fast 10 ms path (full window, 1500 packets/s peak) answering 1000 packets/s and two
     /// later ones, 30 and 40 ms, answering 200 each, their queueing delays on one saw: three
     /// paths behind one line. From the moment the 40 ms path is left idle, the fast one
@@ -573,13 +565,5 @@ mod tests {
         // Idle, it sends nothing more: if the later requests are lost too, only its RTO
         // (120 ms) finds the first, and path 0 copies it now.
         assert_eq!(copies_an_overdue_packet_of_a_path(true), Some(0));
-    }
-
-    #[test]
-    fn the_pairwise_trial_leaves_two_paths_behind_one_line_idle_at_once() {
-        // What the set trial replaces: both later paths on trial behind the fast one together,
-        // each crediting the fast path's gain to itself.
-        let steps = three_paths_behind_one_line(pairwise(), 1200.0, 0..0, &[600]);
-        assert_eq!(steps, vec![(false, false)]);
     }
 }

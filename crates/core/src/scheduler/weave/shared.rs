@@ -13,12 +13,13 @@
 //! on (the queue gives the kept path what the idle one leaves), so no path skips packets
 //! for it that it will not ask for; weave is called back when the trial ends, even with
 //! nothing in flight.
-//! With `shared_one_trial`, a pair is tried only while neither path is in another trial, the later path keeps none
-//! idle and the sooner is idle in no one's place: several paths behind one access line
-//! share one rate, and trials run at once each credited the kept path's gain to themselves
-//! (four edges behind a 12 Mbit/s line, `scenarios/shared-access.toml`: the two or three
-//! later edges left idle together behind a near edge whose own 8 Mbit/s link could not
-//! carry their shares, or tried behind an edge that was itself idle).
+//! One trial at a time per queue: a pair is tried only while neither path is in another
+//! trial, the later path keeps none idle and the sooner is idle in no one's place. Several
+//! paths behind one access line share one rate, and trials run at once each credited the
+//! kept path's gain to themselves: on `scenarios/shared-access.toml` (four edges behind a
+//! 12 Mbit/s line) the three later edges were left idle together behind the near edge, whose
+//! own 8 Mbit/s link could not carry their shares (`weft`, seed 1: aggregation 0.808, 0.974
+//! with one trial at a time), or tried behind an edge that was itself idle.
 
 use super::{PerCall, Weave};
 use crate::path::PathId;
@@ -177,16 +178,15 @@ impl Weave {
     /// in no path's place. One queue has one rate to share: trials that run at once, or a
     /// kept path that is itself left idle, measure each other's shares (see the module's doc).
     fn free_for_a_trial(&self, keep: PathId, idle: PathId) -> bool {
-        !self.cfg.shared_one_trial
-            || self.sharing.iter().all(|(&(a, b), sharing)| {
-                let (kept, trial) = match *sharing {
-                    Sharing::Trial { keep, .. } => (keep, true),
-                    Sharing::Confirmed { keep } => (keep, false),
-                };
-                let left_idle = if kept == a { b } else { a };
-                let involved = |p: PathId| p == a || p == b;
-                !involved(idle) && left_idle != keep && !(trial && kept == keep)
-            })
+        self.sharing.iter().all(|(&(a, b), sharing)| {
+            let (kept, trial) = match *sharing {
+                Sharing::Trial { keep, .. } => (keep, true),
+                Sharing::Confirmed { keep } => (keep, false),
+            };
+            let left_idle = if kept == a { b } else { a };
+            let involved = |p: PathId| p == a || p == b;
+            !involved(idle) && left_idle != keep && !(trial && kept == keep)
+        })
     }
 }
 
@@ -317,10 +317,7 @@ mod tests {
             vec![fast, measured(path(1, 30, 10, 0)), measured(path(2, 40, 10, 0))],
             0..1000,
         );
-        let mut w = Weave::with_config(WeaveConfig {
-            shared_one_trial: true,
-            ..pairwise()
-        });
+        let mut w = Weave::with_config(pairwise());
         w.update_peaks(&f.view());
         let mut answers: Vec<(u64, u32, f64)> = Vec::new();
         for us in (0..400_000).step_by(1000) {
