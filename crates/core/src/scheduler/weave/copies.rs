@@ -174,13 +174,16 @@ impl Weave {
         let now = view.now.since_epoch().as_secs_f64();
         let mut earliest = f64::INFINITY;
         view.scan_in_flight(&mut |seq, copies| {
-            if copies == 1 && !self.copied.contains(&seq) {
-                let holder = sole_holder(view, seq).and_then(|h| view.path(h));
-                if let Some((q, lands)) = holder.and_then(|q| Some((q, self.modelled_answer(now, q.id, seq)?))) {
-                    let until = lands - self.overdue_after(q);
-                    if until > 0.0 {
-                        earliest = earliest.min(until);
-                    }
+            if copies != 1 || self.copied.contains(&seq) {
+                return true;
+            }
+            let Some(q) = sole_holder(view, seq).and_then(|h| view.path(h)) else {
+                return true;
+            };
+            if let Some(lands) = self.modelled_answer(now, q.id, seq) {
+                let until = lands - self.overdue_after(q);
+                if until > 0.0 {
+                    earliest = earliest.min(until);
                 }
             }
             true
