@@ -11,7 +11,8 @@
 //!
 //! **End of the queue, with packets left to ask for**: when a path's offset runs past the
 //! queue (the task's tail, or the reorder buffer's limit), the sooner paths will drain it
-//! by themselves in `pending / Σ R̂_sooner`. The path takes the last pending packet only if
+//! by themselves in `pending / Σ min(R̂, cwnd / sRTT)` over the sooner paths. The path takes
+//! the last pending packet only if
 //! its request lands before they would get to it (the reasoning of ECF, Lim et al. 2017,
 //! and BLEST, Ferlin et al. 2016); otherwise it waits, rather than become the packet
 //! everything else waits for.
@@ -75,9 +76,20 @@ impl Weave {
         (packets + 1e-6).floor() as u64
     }
 
-    /// Seconds until the paths answering sooner than `i` have drained `pending` packets.
+    /// Seconds until the paths answering sooner than `i` have drained `pending` packets, each
+    /// at its rate or, if less, at a window per sRTT: what its control lets it carry now
+    /// (ECF's estimate of the faster path, Lim et al. 2017). The peak rate outlasts a window
+    /// that losses cut by 10 round trips, and a later path would wait at the tail for packets
+    /// the sooner ones cannot carry (CUBIC on lossy paths, random worlds 7004 and 7018).
     pub(super) fn drain_time(call: &PerCall, i: usize, pending: u64) -> Option<f64> {
-        let rate: f64 = Self::sooner_than(call, i).map(|j| call.sooner[j]).sum();
+        let rate: f64 = Self::sooner_than(call, i)
+            .map(|j| {
+                let p = &call.views[j];
+                // A zero sRTT (no sample yet) must not make the window look infinitely fast.
+                let window = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
+                call.sooner[j].min(window)
+            })
+            .sum();
         (rate > 0.0).then(|| pending as f64 / rate)
     }
 }
@@ -220,6 +232,19 @@ mod tests {
         f.path_mut(0).can_send = false;
         let mut w = Weave::default();
         assert_eq!(w.next(&f.view()), None);
+    }
+
+    #[test]
+    fn the_sooner_paths_drain_the_tail_at_what_their_windows_carry_now() {
+        // 20 packets left. The 10 ms path measured 1000 packets/s, but its window is 2 (200
+        // packets/s): it needs about 100 ms for them, and the 50 ms path takes the last one.
+        // With a window of 10 it drains them in 20 ms, and the 50 ms path waits.
+        for (cwnd, expected) in [(2, Some((PathId(1), 19))), (10, None)] {
+            let mut f = Fixture::new(vec![measured(path(0, 10, cwnd, cwnd)), path(1, 50, 10, 0)], 0..20);
+            f.path_mut(0).can_send = false;
+            let mut w = Weave::default();
+            assert_eq!(w.next(&f.view()).map(|p| (p.path, p.seq)), expected, "window {cwnd}");
+        }
     }
 
     #[test]
