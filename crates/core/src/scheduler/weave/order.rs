@@ -78,16 +78,16 @@ impl Weave {
 
     /// Seconds until the paths answering sooner than `i` have drained `pending` packets, each
     /// at its rate or, if less, at a window per sRTT: what its control lets it carry now
-    /// (ECF's estimate of the faster path, Lim et al. 2017). The peak rate outlasts a window
-    /// that losses cut by 10 round trips, and a later path would wait at the tail for packets
-    /// the sooner ones cannot carry (CUBIC on lossy paths, random worlds 7004 and 7018).
+    /// (ECF's estimate of the faster path, Lim et al. 2017). The peak rate is kept for 10
+    /// round trips after losses cut the window, and a later path would wait at the tail for
+    /// packets the sooner ones cannot carry (CUBIC on lossy paths, random worlds 7004, 7018).
     pub(super) fn drain_time(call: &PerCall, i: usize, pending: u64) -> Option<f64> {
         let rate: f64 = Self::sooner_than(call, i)
             .map(|j| {
                 let p = &call.views[j];
                 // A zero sRTT (no sample yet) must not make the window look infinitely fast.
-                let window = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
-                call.sooner[j].min(window)
+                let window_rate = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
+                call.sooner[j].min(window_rate)
             })
             .sum();
         (rate > 0.0).then(|| pending as f64 / rate)
