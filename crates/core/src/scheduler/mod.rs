@@ -81,11 +81,18 @@ impl PathView {
     /// Estimated throughput in bytes per second: the measured delivery rate, or
     /// cwnd · `packet_size` ÷ sRTT until one is measured.
     pub fn throughput(&self, packet_size: u64) -> f64 {
-        self.delivery_rate.unwrap_or_else(|| {
-            // A zero sRTT (no sample, zero initial RTT) must not make a path look infinitely fast.
-            let srtt = self.srtt.as_secs_f64().max(1e-6);
-            (self.cwnd * packet_size) as f64 / srtt
-        })
+        self.delivery_rate
+            .unwrap_or_else(|| (self.cwnd * packet_size) as f64 / self.srtt_secs())
+    }
+    /// Packets per second a full window carries: cwnd ÷ sRTT, what the control lets the path
+    /// deliver now.
+    pub fn window_rate(&self) -> f64 {
+        self.cwnd as f64 / self.srtt_secs()
+    }
+    /// sRTT in seconds; a zero sRTT (no sample, zero initial RTT) must not make a path look
+    /// infinitely fast.
+    fn srtt_secs(&self) -> f64 {
+        self.srtt.as_secs_f64().max(1e-6)
     }
 }
 

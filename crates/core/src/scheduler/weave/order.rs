@@ -83,12 +83,7 @@ impl Weave {
     /// packets the sooner ones cannot carry (CUBIC on lossy paths, random worlds 7004, 7018).
     pub(super) fn drain_time(call: &PerCall, i: usize, pending: u64) -> Option<f64> {
         let rate: f64 = Self::sooner_than(call, i)
-            .map(|j| {
-                let p = &call.views[j];
-                // A zero sRTT (no sample yet) must not make the window look infinitely fast.
-                let window_rate = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
-                call.sooner[j].min(window_rate)
-            })
+            .map(|j| call.sooner[j].min(call.views[j].window_rate()))
             .sum();
         (rate > 0.0).then(|| pending as f64 / rate)
     }
