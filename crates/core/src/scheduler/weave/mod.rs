@@ -32,6 +32,7 @@
 //! the core's own (`crate::path::PACKET_THRESHOLD`, `TIME_THRESHOLD`).
 
 mod arrival;
+mod call;
 mod config;
 mod copies;
 mod line;
@@ -52,6 +53,7 @@ use crate::player::Player;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
 use arrival::{Clocks, PathClock, Round, unqueued_answer};
+use call::PerCall;
 use shared::Sharing;
 use stall::{ArrivalRate, Queue};
 use std::cmp::Reverse;
@@ -168,36 +170,6 @@ impl Idle {
             new: (view.pending.next_new, view.pending.new_end),
         }
     }
-}
-
-/// What one `next()` call reads of each path, computed once per call rather than once per
-/// use (each path's Eq. 7 offset and drain time read every sooner path's rate): the arrival
-/// clock, the path's rate, the rate it counts at in a later path's offset, and whether it is
-/// under its pipe cap; and the paths that may send, soonest first. Kept between calls so
-/// that a call allocates nothing, and recomputes only the paths that changed (`per_call`).
-#[derive(Debug, Default)]
-pub(super) struct PerCall {
-    at: Vec<f64>,
-    rate: Vec<f64>,
-    sooner: Vec<f64>,
-    /// Eq. 6's loss penalty and the answer to a request that meets no queue
-    /// (`arrival::loss_penalty`, `arrival::unqueued_answer`): a pick on the path reads them
-    /// again, on the view they were computed on.
-    penalty: Vec<f64>,
-    unqueued: Vec<f64>,
-    under_cap: Vec<bool>,
-    /// For a path left idle in another's place by the pairwise trial (`shared`), the path
-    /// that carries its share meanwhile: Eq. 7 counts the idle path's rate from that path's
-    /// answer on.
-    stand_in: Vec<Option<usize>>,
-    order: Vec<usize>,
-    /// What the values were computed from: the time, whether the first frame was shown and
-    /// the packet size; each path's view and its clock's version.
-    key: Option<(Instant, Option<bool>, u64)>,
-    views: Vec<PathView>,
-    versions: Vec<Option<u64>>,
-    /// The paths whose values this call recomputed.
-    changed: Vec<usize>,
 }
 
 /// The model's answer to one request in flight.
