@@ -5,10 +5,13 @@
 //! terms), or, once that answer is overdue (3 more deviations past it, RFC 6298's K = 4:
 //! an answer barely late is late, not lost), before the resend would: the holder finds the
 //! request lost 9/8 · sRTT after sending it (RFC 9002 §6.1.2, when a later request is there
-//! to be answered; its RTO otherwise) and the soonest path asks again. A copy landing later
-//! only takes the resend's place, as a packet in flight elsewhere is not asked again when
-//! found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms path's copy of a packet lost on the
-//! 30 ms one held the cursor 60-120 ms in 5 of 10 runs). The resend may be lost too: each
+//! to be answered; its RTO otherwise, and once that moment has passed with no loss found,
+//! since no later answer came to pass it) and the soonest path asks again: the soonest path
+//! itself copies an overdue request at once, its copy landing no later than its resend
+//! would. A copy landing later only takes the resend's place, as a packet in flight
+//! elsewhere is not asked again when found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms
+//! path's copy of a packet lost on the 30 ms one held the cursor 60-120 ms in 5 of 10
+//! runs). The resend may be lost too: each
 //! loss of it on the soonest path, losing p, costs that path's time threshold, a geometric
 //! number of times (mean p / (1 − p)). Copying anything overdue on a lossy path instead
 //! sent a fast lossy origin's overdue tail packets to a 200 ms edge, whose copies the
@@ -47,6 +50,21 @@ use crate::path::{PACKET_THRESHOLD, PathId, TIME_THRESHOLD};
 use crate::scheduler::{PathView, View};
 use crate::time::{Duration, Instant};
 use std::cmp::Reverse;
+
+/// When the answer to an overdue request comes if nothing is copied (`Weave::resend_lands`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Resend {
+    /// Its resend lands this many seconds from now.
+    Lands(f64),
+    /// Never: the resender loses everything (or the request is not the scheduler's).
+    Never,
+    /// Only after the holder's RTO: its resend lands this many seconds from now. Requests
+    /// stuck so come many at once (a server down loses its whole window): the soonest path
+    /// copies them, oldest first, as its answers give it room; a later path taking the
+    /// oldest would land it after that path's copy would (random world 7077: a failed
+    /// edge's 450 requests).
+    Stuck(f64),
+}
 
 impl Weave {
     /// The oldest packet in flight on one path only, not copied before, whose copy on `i`
@@ -87,9 +105,11 @@ impl Weave {
         // Once per call, not once per request in flight.
         let overdue_after: Vec<(PathId, f64)> = view.paths.iter().map(|q| (q.id, self.overdue_after(q))).collect();
         // The path a resend would go to: the soonest.
-        let resender = (0..at.len())
-            .min_by(|&a, &b| at[a].total_cmp(&at[b]))
-            .map(|j| &view.paths[j]);
+        let soonest_path = (0..at.len()).min_by(|&a, &b| at[a].total_cmp(&at[b]));
+        let resender = soonest_path.map(|j| &view.paths[j]);
+        // It has room again with each answer: while answers are due on it, it copies what
+        // only an RTO would find lost, sooner than a later path's copy would land.
+        let resender_answers = resender.is_some_and(|r| self.answering(now, r.id));
         let mut found = None;
         view.scan_in_flight(&mut |seq, copies| {
             if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
@@ -108,8 +128,13 @@ impl Weave {
                         } else if lands > overdue_after {
                             false
                         } else {
-                            self.resend_lands(view, now, p, seq, soonest, resender)
-                                .is_none_or(|resent| at[i] < resent)
+                            match self.resend_lands(view, now, p, seq, soonest, resender) {
+                                Resend::Lands(resent) => at[i] < resent,
+                                Resend::Never => true,
+                                Resend::Stuck(resent) => {
+                                    at[i] < resent && (soonest_path == Some(i) || !resender_answers)
+                                }
+                            }
                         }
                     })
                 });
@@ -195,12 +220,20 @@ impl Weave {
             .then(|| view.now + Duration::from_micros((earliest * 1e6).ceil() as u64 + 1))
     }
 
-    /// Seconds from `now` until the answer to `seq`, overdue on `path`, if nothing is copied:
-    /// the path finds it lost (RFC 9002 §6.1.2's time threshold, 9/8 · sRTT after sending it,
-    /// when a request sent after it is there to be answered; the RTO otherwise) and
-    /// the soonest path (`resender`), answering `soonest` seconds after a request, asks
-    /// again, as many times more as it loses the resend on average. `None` (no bound: copy)
-    /// when the resender loses everything.
+    /// Path `path` has answers modelled to come: its latest request's is not due yet (`now`,
+    /// seconds since the epoch).
+    fn answering(&self, now: f64, path: PathId) -> bool {
+        self.clocks
+            .get(&path)
+            .and_then(|c| c.clock)
+            .is_some_and(|latest| self.answer_in(now, path, latest) > 0.0)
+    }
+
+    /// When the answer to `seq`, overdue on `path`, comes if nothing is copied: the path finds
+    /// it lost (RFC 9002 §6.1.2's time threshold, 9/8 · sRTT after sending it, when a request
+    /// sent after it is there to be answered; the RTO otherwise) and the soonest path
+    /// (`resender`), answering `soonest` seconds after a request, asks again, as many times
+    /// more as it loses the resend on average.
     pub(super) fn resend_lands(
         &self,
         view: &View<'_>,
@@ -209,9 +242,10 @@ impl Weave {
         seq: u64,
         soonest: f64,
         resender: Option<&PathView>,
-    ) -> Option<f64> {
-        let predicted = self.predicted.get(&(path, seq))?;
-        let holder = view.path(path)?;
+    ) -> Resend {
+        let (Some(predicted), Some(holder)) = (self.predicted.get(&(path, seq)), view.path(path)) else {
+            return Resend::Never;
+        };
         // The path's clock, the modelled answer to its latest request, is past this one's
         // once a request went out after it.
         // A path the set trial left idle sends nothing more: if the requests sent after this
@@ -236,14 +270,28 @@ impl Weave {
         // time its own time threshold takes to find it (RFC 9002 §6.1.2), a geometric number
         // of times (mean p / (1 − p)).
         let retries = match resender {
-            Some(r) if r.loss_rate >= 1.0 => return None,
+            Some(r) if r.loss_rate >= 1.0 => return Resend::Never,
             Some(r) => {
                 let found = r.srtt.as_secs_f64() * f64::from(TIME_THRESHOLD.0) / f64::from(TIME_THRESHOLD.1);
                 r.loss_rate / (1.0 - r.loss_rate) * found
             }
             None => 0.0,
         };
-        Some((predicted.sent.since_epoch().as_secs_f64() + found_after - now).max(0.0) + soonest + retries)
+        let until_found = predicted.sent.since_epoch().as_secs_f64() + found_after - now;
+        // Past the moment the threshold would have found it lost, and not found: no answer to
+        // a later request has come to pass it. One will if the path still has answers
+        // modelled to come (its latest request's is not due yet), and then finds it at once;
+        // if every answer the path waits for is overdue, none is due to pass it, and only the
+        // RTO finds it (random world 7268: a request lost in the origin's queue held the
+        // reorder buffer 1.4 s while the copy rules counted on a resend at once).
+        if until_found > 0.0 || self.answering(now, path) {
+            return Resend::Lands(until_found.max(0.0) + soonest + retries);
+        }
+        // The RTO fires an RTO after the request was sent, or, rearmed by answers since, up
+        // to an RTO from now.
+        let rto = holder.rto.as_secs_f64();
+        let until_rto = predicted.sent.since_epoch().as_secs_f64() + rto - now;
+        Resend::Stuck((if until_rto > 0.0 { until_rto } else { rto }) + soonest + retries)
     }
 }
 
@@ -345,6 +393,28 @@ mod tests {
         assert_eq!(slow_path_copies_an_overdue_tail_packet(3, 30, 0.05), None);
         // Losing everything, the resend never lands: copy.
         assert_eq!(slow_path_copies_an_overdue_tail_packet(3, 30, 1.0), copy);
+    }
+
+    #[test]
+    fn a_request_its_path_has_not_found_lost_by_its_time_threshold_is_copied_first() {
+        // The task's last 3 packets went to the 40 ms path 1 (RTO 120 ms) at 0 ms. At 60 ms
+        // all are overdue, and past the 45 ms at which path 1's time threshold (9/8 · sRTT)
+        // would have found the first two lost had a later answer come: none came, so only
+        // the RTO finds them, and the 10 ms path 0 copies the oldest now. (Counting on a
+        // resend at once, it copied the last one first.)
+        let mut f = Fixture::new(vec![measured(path(1, 40, 10, 0))], 0..3);
+        let mut w = Weave::default();
+        assert_eq!(paths_of(&f.run(&mut w)), vec![1; 3]);
+        f.paths.insert(0, measured(path(0, 10, 10, 0)));
+        f.path_mut(1).can_send = false;
+        f.now = Instant::from_nanos(60_000_000);
+        assert_eq!(
+            w.next(&f.view()),
+            Some(Pick {
+                path: PathId(0),
+                seq: 0
+            })
+        );
     }
 
     /// The task's last 2 packets went to the 20 ms path 1 (window `cwnd`, loss rate `loss`)

@@ -533,14 +533,17 @@ mod tests {
     }
 
     /// The task's last 3 packets went to the 40 ms path 1 (RTO 120 ms) at 0 ms; it is then
-    /// left idle by the set trial (`idle`) or not. At 60 ms all three are overdue: which does
-    /// the 10 ms path 0 copy first?
+    /// left idle by the set trial (`idle`) or not. At 43 ms all three are overdue: which does
+    /// the 10 ms path 0 copy first, with a 5 ms path 2 (no room now) to take a resend?
     fn copies_an_overdue_packet_of_a_path(idle: bool) -> Option<u64> {
         let mut f = Fixture::new(vec![measured(path(1, 40, 10, 0))], 0..3);
         let mut w = Weave::with_config(set_trial());
         assert_eq!(paths_of(&f.run(&mut w)), vec![1; 3]);
-        // Path 0 comes up once they are in flight.
+        // Paths 0 and 2 come up once they are in flight.
         f.paths.insert(0, measured(path(0, 10, 10, 0)));
+        let mut resender = measured(path(2, 5, 10, 0));
+        resender.can_send = false;
+        f.paths.push(resender);
         if idle {
             let trial = LineTrial::Idle {
                 kept: vec![PathId(0)],
@@ -552,15 +555,15 @@ mod tests {
             w.lines.trials.push((PathId(1), trial));
         }
         f.path_mut(1).can_send = false;
-        f.now = Instant::from_nanos(60_000_000);
+        f.now = Instant::from_nanos(43_000_000);
         w.next(&f.view()).filter(|p| p.path == PathId(0)).map(|p| p.seq)
     }
 
     #[test]
     fn an_idle_paths_overdue_requests_are_copied_as_if_only_its_rto_found_them() {
         // Sending, path 1 finds the first two lost 45 ms after sending them (9/8 · sRTT, once
-        // a later request is answered), and path 0's resend lands sooner than a copy: only
-        // the last, which no later request passes, is copied.
+        // a later request is answered), and path 2's resend lands at 50 ms, before path 0's
+        // copy: only the last, which no later request passes, is copied.
         assert_eq!(copies_an_overdue_packet_of_a_path(false), Some(2));
         // Idle, it sends nothing more: if the later requests are lost too, only its RTO
         // (120 ms) finds the first, and path 0 copies it now.
