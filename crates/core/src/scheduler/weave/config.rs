@@ -23,7 +23,8 @@ pub struct WeaveConfig {
     /// End of the queue: a path whose turn lies past the queue takes the last packet only if
     /// it lands before the sooner paths get to it (else it takes it anyway).
     pub tail_wait: bool,
-    /// A window cut far below its pipe counts one window per RTT in later paths' offsets.
+    /// A window cut far below its pipe counts one window per RTT in later paths' offsets, and
+    /// a lossy path's at most one window per sRTT.
     pub window_cut: bool,
     /// Copies at the task's tail and, with the buffer full, of overdue or lossy-path requests.
     pub tail_copies: bool,
