@@ -5,15 +5,15 @@
 //! terms), or, once that answer is overdue (3 more deviations past it, RFC 6298's K = 4:
 //! an answer barely late is late, not lost), before the resend would: the holder finds the
 //! request lost 9/8 · sRTT after sending it (RFC 9002 §6.1.2, when a later request is there
-//! to be answered; its RTO otherwise, and once that moment has passed with no loss found,
-//! since no later answer came to pass it) and the soonest path asks again: the soonest path
-//! itself copies an overdue request at once, its copy landing no later than its resend
-//! would. A copy landing later only takes the resend's place, as a packet in flight
-//! elsewhere is not asked again when found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms
-//! path's copy of a packet lost on the 30 ms one held the cursor 60-120 ms in 5 of 10
-//! runs). The resend may be lost too: each
-//! loss of it on the soonest path, losing p, costs that path's time threshold, a geometric
-//! number of times (mean p / (1 − p)). Copying anything overdue on a lossy path instead
+//! to be answered; its RTO otherwise, and also once that moment has passed with no loss
+//! found and no answer due on the path to pass it) and the soonest path asks again. A copy
+//! landing later only takes the resend's place, as a packet in flight elsewhere is not
+//! asked again when found lost (Pscheduler Fig. 5 at 256 kB: a 90 ms path's copy of a
+//! packet lost on the 30 ms one held the cursor 60-120 ms in 5 of 10 runs). A request left
+//! for the RTO is copied by the soonest path, a later one copying only while the soonest
+//! has no answers due to give it room. The resend may be lost too: each loss of it on the
+//! soonest path, losing p, costs that path's time threshold, a geometric number of times
+//! (mean p / (1 − p)). Copying anything overdue on a lossy path instead
 //! sent a fast lossy origin's overdue tail packets to a 200 ms edge, whose copies the
 //! origin, finding them lost, did not ask again: each task's end waited for the edge
 //! (random worlds 7065, 7113: aggregation 0.56 → 0.66 and 0.27 → 0.44 under `weft`, 5
@@ -231,7 +231,8 @@ impl Weave {
 
     /// When the answer to `seq`, overdue on `path`, comes if nothing is copied: the path finds
     /// it lost (RFC 9002 §6.1.2's time threshold, 9/8 · sRTT after sending it, when a request
-    /// sent after it is there to be answered; the RTO otherwise) and the soonest path
+    /// sent after it is there to be answered; the RTO otherwise, `Resend::Stuck` once the
+    /// threshold's moment passed with no answer due to pass it) and the soonest path
     /// (`resender`), answering `soonest` seconds after a request, asks again, as many times
     /// more as it loses the resend on average.
     pub(super) fn resend_lands(
