@@ -98,7 +98,8 @@ pub struct WeaveConfig {
     /// (chosen with `copy_share`).
     pub copy_allowance: u64,
     /// Loss rate from which a path's requests are copied before they are overdue: MPRD Fig.
-    /// 7(e), 2 servers under CUBIC (a lost request held the buffer's cursor, the CDN idled).
+    /// 7(e), 2 servers under CUBIC (a lost request held the buffer's cursor, the CDN idled);
+    /// and from which its window, cut by losses, bounds the rate Eq. 7 counts it at (`order`).
     pub lossy_path: f64,
     /// Deviations past its modelled answer before a request counts as overdue: RFC 6298 §2's
     /// K = 4 past sRTT (the model holds one); Pscheduler Fig. 5, 64 kB under BBR, 10 seeds.
