@@ -24,7 +24,8 @@
 //! comes late holds back everything the other paths delivered behind it, while one that
 //! comes early only waits itself.
 
-use super::{Weave, WeaveConfig, min_of};
+use super::seqmap::SeqMap;
+use super::{Prediction, Weave, WeaveConfig, min_of};
 use crate::estimate::{FullPipe, WindowedMax, expected_transmission_time};
 use crate::path::PathId;
 use crate::scheduler::PathView;
@@ -72,18 +73,28 @@ fn penalty(p: &PathView, max_loss: f64) -> Duration {
 pub(super) struct Clocks(Vec<Option<PathClock>>);
 
 impl Clocks {
+    #[inline]
     pub(super) fn get(&self, path: &PathId) -> Option<&PathClock> {
         self.0.get(path.0 as usize)?.as_ref()
     }
 
     /// Path `path`'s clock, to change: its version moves on (`PathClock::version`).
+    #[inline]
     pub(super) fn get_mut(&mut self, path: &PathId) -> Option<&mut PathClock> {
         let clock = self.0.get_mut(path.0 as usize)?.as_mut()?;
         clock.version += 1;
         Some(clock)
     }
 
+    /// Path `path`'s clock, for a caller that changes nothing `PerCall` reads (the modelled
+    /// answers of its requests): its version stays.
+    #[inline]
+    pub(super) fn get_mut_unversioned(&mut self, path: &PathId) -> Option<&mut PathClock> {
+        self.0.get_mut(path.0 as usize)?.as_mut()
+    }
+
     /// Path `path`'s clock, a new one if none is kept, to change: its version moves on.
+    #[inline]
     pub(super) fn entry(&mut self, path: PathId, cfg: &WeaveConfig) -> &mut PathClock {
         let clock = self.entry_unversioned(path, cfg);
         clock.version += 1;
@@ -143,9 +154,11 @@ pub(super) struct PathClock {
     pub(super) startup: FullPipe,
     /// Smallest RTT sample (seconds): the queueing delay is measured above it.
     pub(super) least_rtt: Option<f64>,
+    /// The modelled answer of each request in flight on the path, by sequence number.
+    pub(super) predicted: SeqMap<Prediction>,
     /// The modelled answers of the path's requests, earliest on top, with the requests'
-    /// sequence numbers; entries no longer in `Weave::predicted` are dropped when they reach
-    /// the top (`Weave::earliest_answer`).
+    /// sequence numbers; entries no longer in `predicted` are dropped when they reach the top
+    /// (`Weave::earliest_answer`).
     pub(super) answers: BinaryHeap<Reverse<(Instant, u64)>>,
     /// What `peak` and `window_peak` were last updated with (now, rate, sRTT, window): an
     /// update with the same again changes neither, and is skipped (`Weave::update_peaks`).
@@ -264,7 +277,7 @@ impl Weave {
     /// that path's error terms; negative once overdue. `None` for a request the scheduler
     /// did not make.
     pub(super) fn modelled_answer(&self, now: f64, path: PathId, seq: u64) -> Option<f64> {
-        let predicted = self.predicted.get(&(path, seq))?;
+        let predicted = self.clocks.get(&path)?.predicted.get(seq)?;
         Some(self.answer_in(now, path, predicted.at))
     }
 

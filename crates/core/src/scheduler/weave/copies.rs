@@ -154,7 +154,7 @@ impl Weave {
     pub(super) fn earliest_answer(&mut self, path: PathId) -> Option<Instant> {
         let state = self.clocks.get_mut(&path)?;
         while let Some(&Reverse((at, seq))) = state.answers.peek() {
-            if self.predicted.get(&(path, seq)).is_some_and(|p| p.at == at) {
+            if state.predicted.get(seq).is_some_and(|p| p.at == at) {
                 return Some(at);
             }
             state.answers.pop();
@@ -244,7 +244,8 @@ impl Weave {
         soonest: f64,
         resender: Option<&PathView>,
     ) -> Resend {
-        let (Some(predicted), Some(holder)) = (self.predicted.get(&(path, seq)), view.path(path)) else {
+        let predicted = self.clocks.get(&path).and_then(|c| c.predicted.get(seq));
+        let (Some(predicted), Some(holder)) = (predicted, view.path(path)) else {
             return Resend::Never;
         };
         // The path's clock, the modelled answer to its latest request, is past this one's

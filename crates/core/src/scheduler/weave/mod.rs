@@ -39,6 +39,7 @@ mod line;
 mod order;
 mod pipe;
 mod player;
+mod seqmap;
 mod shared;
 mod stall;
 #[cfg(test)]
@@ -95,8 +96,6 @@ pub struct Weave {
     requests: u64,
     copies: u64,
     clocks: Clocks,
-    /// Modelled answer of each request in flight.
-    predicted: FastMap<(PathId, u64), Prediction>,
     /// Coherence of the paths' queueing delays.
     queues: SharedBottleneck,
     /// Pairs (smaller id first) taken, or on trial, to share a queue.
@@ -174,7 +173,7 @@ impl Idle {
 
 /// The model's answer to one request in flight.
 #[derive(Debug, Clone, Copy)]
-struct Prediction {
+pub(super) struct Prediction {
     /// When the answer is modelled to come, before the error terms.
     at: Instant,
     /// Seconds of it the model put down to the requests queued ahead on the path.
@@ -202,7 +201,6 @@ impl Weave {
             requests: 0,
             copies: 0,
             clocks: Clocks::default(),
-            predicted: FastMap::default(),
             queues: SharedBottleneck::default(),
             sharing: FastMap::default(),
             separate: FastSet::default(),
@@ -236,6 +234,7 @@ impl Weave {
     fn pick(&mut self, now: Instant, p: &PathView, seq: u64, call: &PerCall, j: usize) -> Option<Pick> {
         self.requests += 1;
         let path = p.id;
+        let order = self.requests;
         let state = self.clock_mut(path);
         // The clock chains the model's predictions; the error terms are added when read, and
         // the loss penalty too: it is what a loss adds on average to this answer, not a delay
@@ -246,13 +245,13 @@ impl Weave {
         state.clock = Some(raw);
         state.answers.push(Reverse((raw, seq)));
         let queued = (model - call.unqueued[j]).max(0.0);
-        self.predicted.insert(
-            (path, seq),
+        state.predicted.insert(
+            seq,
             Prediction {
                 at: raw,
                 queued,
                 sent: now,
-                order: self.requests,
+                order,
             },
         );
         Some(Pick { path, seq })
@@ -412,7 +411,7 @@ impl Scheduler for Weave {
                 }
                 let state = self.clocks.entry(path, &self.cfg);
                 state.loss_run = 0;
-                let predicted = self.predicted.remove(&(path, seq));
+                let predicted = state.predicted.remove(seq);
                 if let Some(p) = predicted {
                     state.answered_order = state.answered_order.max(p.order);
                     // Answers mostly come in the order modelled: the answered request's entry
@@ -447,7 +446,10 @@ impl Scheduler for Weave {
                 }
             }
             SchedEvent::Lost { path, seq } => {
-                let lost = self.predicted.remove(&(path, seq));
+                let lost = self
+                    .clocks
+                    .get_mut_unversioned(&path)
+                    .and_then(|c| c.predicted.remove(seq));
                 // One of its requests is gone: a copied packet has one out again, and the copy
                 // rules judge it afresh (each packet copied once per request lost).
                 if !self.copied.is_empty() {
@@ -471,7 +473,6 @@ impl Scheduler for Weave {
                 self.sharing.retain(|&(a, b), _| a != path && b != path);
                 self.separate.retain(|&(a, b)| a != path && b != path);
                 self.lines.remove(path);
-                self.predicted.retain(|&(p, _), _| p != path);
             }
             _ => {}
         }
