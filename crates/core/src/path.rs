@@ -501,15 +501,13 @@ impl Path {
     /// rate (`scenarios/segmented-lossy.toml`, docs/weave.md "The task tail"). A queue's
     /// variation is in RTTVAR already: the floor leaves such a path's RTO as it was.
     fn set_rto(&mut self) {
+        use crate::estimate::rtt::{CLOCK_GRANULARITY, nanos};
         let min_rtt = self.rtt.min();
-        let threshold = self
-            .reorder
-            .thresholds(self.packet_threshold, min_rtt, self.rtt.smoothed(), min_rtt)
-            .time;
-        self.rto = self
+        let threshold = self.reorder.time_threshold(min_rtt, self.rtt.smoothed(), min_rtt);
+        self.rto_ns = self
             .rtt
-            .rto_at_least(threshold + crate::estimate::rtt::CLOCK_GRANULARITY);
-        self.rto_ns = u64::try_from(self.rto.as_nanos()).unwrap_or(u64::MAX);
+            .rto_at_least_nanos(nanos(threshold).saturating_add(nanos(CLOCK_GRANULARITY)));
+        self.rto = Duration::from_nanos(self.rto_ns);
     }
 
     /// Puts a request for `seq` on the ledger and in the outbox; returns its pn, which the

@@ -29,7 +29,7 @@ pub struct RttEstimator {
 }
 
 /// `d` in nanoseconds, saturating.
-fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -113,13 +113,15 @@ impl RttEstimator {
     }
     /// As [`RttEstimator::rto`], with the RTO before the back-off at least `floor`.
     pub fn rto_at_least(&self, floor: Duration) -> Duration {
+        Duration::from_nanos(self.rto_at_least_nanos(nanos(floor)))
+    }
+    /// As [`RttEstimator::rto_at_least`], in nanoseconds: a path sets its RTO on every answer.
+    pub fn rto_at_least_nanos(&self, floor: u64) -> u64 {
         let factor = 1u32.checked_shl(self.backoff).unwrap_or(u32::MAX);
-        let rto = self
-            .base_rto_nanos()
-            .max(nanos(floor))
+        self.base_rto_nanos()
+            .max(floor)
             .saturating_mul(u64::from(factor))
-            .min(self.max_rto);
-        Duration::from_nanos(rto)
+            .min(self.max_rto)
     }
     /// The timer expired: double the RTO (§5.5).
     pub fn back_off(&mut self) {

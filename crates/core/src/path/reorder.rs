@@ -58,6 +58,22 @@ pub struct LossThresholds {
     pub reordering: bool,
 }
 
+/// The time threshold's least value (RFC 9002 §6.1.2's `kGranularity`).
+const MIN_TIME_THRESHOLD_NANOS: u64 = 1_000_000;
+
+// `eighth_nanos` is `Duration`'s `rtt * num / den - rtt` only if `den` divides a second's
+// nanoseconds: `Duration` divides the seconds and the nanoseconds apart, each rounded down.
+const _: () = assert!(1_000_000_000 % super::TIME_THRESHOLD.1 == 0);
+
+/// RFC 9002's eighth of an RTT of `rtt` nanoseconds, `rtt · num / den − rtt` for
+/// `TIME_THRESHOLD` = (num, den), rounded down as `Duration`'s arithmetic rounds it.
+#[inline]
+fn eighth_nanos(rtt: u64) -> u64 {
+    let (num, den) = (u64::from(super::TIME_THRESHOLD.0), u64::from(super::TIME_THRESHOLD.1));
+    // rtt · num / den without overflow.
+    rtt / den * num + rtt % den * num / den - rtt
+}
+
 /// The reordering state of one path. Every rule is RFC 8985 §6.2 read for the pull
 /// protocol: a request is a segment, its answer an acknowledgment, pns the send order, and a
 /// late answer to a request the path declared lost is the DSACK.
@@ -113,8 +129,7 @@ impl Reordering {
     /// The thresholds for a path whose RTT is `rtt` (max of smoothed and latest), with
     /// smoothed RTT `srtt` and minimum `min_rtt`, and a packet threshold of `packets`.
     pub fn thresholds(&self, packets: u64, rtt: Duration, srtt: Duration, min_rtt: Duration) -> LossThresholds {
-        let (num, den) = super::TIME_THRESHOLD;
-        let eighth = rtt * num / den - rtt;
+        let eighth = Duration::from_nanos(eighth_nanos(crate::estimate::rtt::nanos(rtt)));
         let reordering = self.config.adaptive && self.seen;
         let window = if reordering {
             let rack = min_rtt / self.config.min_rtt_divisor.max(1) * self.steps;
@@ -124,10 +139,22 @@ impl Reordering {
         };
         LossThresholds {
             packets: (!reordering).then_some(packets),
-            time: (rtt + window).max(Duration::from_millis(1)),
+            time: (rtt + window).max(Duration::from_nanos(MIN_TIME_THRESHOLD_NANOS)),
             reorder_window: window,
             reordering,
         }
+    }
+
+    /// `thresholds(_, rtt, srtt, min_rtt).time`; a path computes it on every answer (its RTO
+    /// is floored by it), so until the path reorders it takes nanoseconds, not `Duration`'s
+    /// checked steps.
+    #[inline]
+    pub fn time_threshold(&self, rtt: Duration, srtt: Duration, min_rtt: Duration) -> Duration {
+        if self.config.adaptive && self.seen {
+            return self.thresholds(0, rtt, srtt, min_rtt).time;
+        }
+        let rtt = crate::estimate::rtt::nanos(rtt);
+        Duration::from_nanos(rtt.saturating_add(eighth_nanos(rtt)).max(MIN_TIME_THRESHOLD_NANOS))
     }
 
     /// Request `pn` was answered. Returns whether the thresholds may have changed.
@@ -284,6 +311,31 @@ mod tests {
         assert_eq!(t.packets, Some(3));
         assert_eq!(t.time, ms(90));
         assert!(!t.reordering);
+    }
+
+    #[test]
+    fn the_eighth_in_nanoseconds_is_durations_arithmetic() {
+        let (num, den) = super::super::TIME_THRESHOLD;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Up to about 18 minutes, and whole seconds plus a few nanoseconds.
+            for rtt in [x >> 20, (x >> 54) * 1_000_000_000 + x % 16] {
+                let d = Duration::from_nanos(rtt);
+                assert_eq!(Duration::from_nanos(eighth_nanos(rtt)), d * num / den - d, "{rtt}");
+            }
+        }
+        let mut r = Reordering::new(ReorderConfig::default());
+        for rtt in [0, 7, 999_999, 1_000_000, 80_000_001, 3_000_000_007] {
+            let t = |r: &Reordering| r.thresholds(3, Duration::from_nanos(rtt), ms(80), ms(40)).time;
+            assert_eq!(r.time_threshold(Duration::from_nanos(rtt), ms(80), ms(40)), t(&r));
+            r.on_answer(5);
+            r.on_answer(4);
+            assert_eq!(r.time_threshold(Duration::from_nanos(rtt), ms(80), ms(40)), t(&r));
+            r = Reordering::new(ReorderConfig::default());
+        }
     }
 
     #[test]
