@@ -40,11 +40,13 @@ pub(super) fn unqueued_answer(p: &PathView, max_loss: f64) -> f64 {
     (p.min_rtt + penalty(p, max_loss)).as_secs_f64()
 }
 
-/// Eq. 6's loss penalty on path `p` (E − sRTT), in seconds: what its losses add to an
-/// answer on average, queued or not.
+/// `unqueued_answer` and Eq. 6's loss penalty on path `p` (E − sRTT), in seconds: what its
+/// losses add to an answer on average, queued or not. One penalty for both: each call
+/// computes them for each path whose view changed.
 #[inline]
-pub(super) fn loss_penalty(p: &PathView, max_loss: f64) -> f64 {
-    penalty(p, max_loss).as_secs_f64()
+pub(super) fn answer_and_penalty(p: &PathView, max_loss: f64) -> (f64, f64) {
+    let penalty = penalty(p, max_loss);
+    ((p.min_rtt + penalty).as_secs_f64(), penalty.as_secs_f64())
 }
 
 /// Eq. 6's E on path `p`, its loss rate taken at most `max_loss`: the loss-event

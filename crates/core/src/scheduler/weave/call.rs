@@ -2,7 +2,7 @@
 //! rates, the pipe-cap verdicts and the order, recomputed only for the paths that changed.
 
 use super::Weave;
-use super::arrival::{PathClock, expected_time, loss_penalty, unqueued_answer};
+use super::arrival::{PathClock, answer_and_penalty, expected_time};
 use crate::scheduler::{PathView, View};
 use crate::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ pub(super) struct PerCall {
     pub(super) rate: Vec<f64>,
     pub(super) sooner: Vec<f64>,
     /// Eq. 6's loss penalty and the answer to a request that meets no queue
-    /// (`arrival::loss_penalty`, `arrival::unqueued_answer`): a pick on the path reads them
+    /// (`arrival::answer_and_penalty`): a pick on the path reads them
     /// again, on the view they were computed on.
     pub(super) penalty: Vec<f64>,
     pub(super) unqueued: Vec<f64>,
@@ -139,8 +139,7 @@ impl Weave {
             }
             call.changed.push(j);
             let rate = Self::rate(state, view, p);
-            let base = unqueued_answer(p, self.cfg.max_loss);
-            let penalty = loss_penalty(p, self.cfg.max_loss);
+            let (base, penalty) = answer_and_penalty(p, self.cfg.max_loss);
             let at = match state {
                 // Before a rate is kept, Eq. 5's stand-in (a window per sRTT): a burst sent
                 // at once is still answered one request after another.
