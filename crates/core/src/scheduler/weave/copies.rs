@@ -49,7 +49,6 @@ use super::{PerCall, Weave, sole_holder};
 use crate::path::{PACKET_THRESHOLD, PathId, TIME_THRESHOLD};
 use crate::scheduler::{PathView, View};
 use crate::time::{Duration, Instant};
-use std::cmp::Reverse;
 
 /// When the answer to an overdue request comes if nothing is copied (`Weave::resend_lands`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -153,7 +152,7 @@ impl Weave {
     /// requests it finds on top, so the heap holds about what is in flight.
     pub(super) fn earliest_answer(&mut self, path: PathId) -> Option<Instant> {
         let state = self.clocks.get_mut(&path)?;
-        while let Some(&Reverse((at, seq))) = state.answers.peek() {
+        while let Some(&(at, seq)) = state.answers.peek() {
             if state.predicted.get(seq).is_some_and(|p| p.at == at) {
                 return Some(at);
             }

@@ -57,7 +57,6 @@ use arrival::{Clocks, PathClock, Round, unqueued_answer};
 use call::PerCall;
 use shared::Sharing;
 use stall::{ArrivalRate, Queue};
-use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 
@@ -243,7 +242,7 @@ impl Weave {
         let model = (model - call.penalty[j]).max(p.min_rtt.as_secs_f64());
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
-        state.answers.push(Reverse((raw, seq)));
+        state.answers.push(raw, seq);
         let queued = (model - call.unqueued[j]).max(0.0);
         state.predicted.insert(
             seq,
@@ -417,7 +416,7 @@ impl Scheduler for Weave {
                     // Answers mostly come in the order modelled: the answered request's entry
                     // is then the earliest, and it goes without the lookup `earliest_answer`
                     // makes.
-                    if state.answers.peek() == Some(&Reverse((p.at, seq))) {
+                    if state.answers.peek() == Some(&(p.at, seq)) {
                         state.answers.pop();
                     }
                 }

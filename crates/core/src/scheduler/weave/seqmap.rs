@@ -156,9 +156,13 @@ impl<T> SeqMap<T> {
     /// Drops the empty slots at the window's start.
     #[inline]
     fn trim_front(&mut self) {
-        while self.len > 0 && self.slots[self.head].is_none() {
-            self.pop_front();
+        let mut n = 0;
+        while n < self.len && self.slots[self.at(n)].is_none() {
+            n += 1;
         }
+        self.head = self.at(n);
+        self.len -= n;
+        self.base += n as u64;
     }
 
     /// Room for a window of `len` numbers.
