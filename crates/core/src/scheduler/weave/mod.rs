@@ -39,6 +39,7 @@ mod line;
 mod order;
 mod pipe;
 mod player;
+mod resend;
 mod seqmap;
 mod shared;
 mod stall;
