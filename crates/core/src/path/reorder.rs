@@ -299,6 +299,7 @@ impl Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::testing::xorshift;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -318,9 +319,7 @@ mod tests {
         let (num, den) = super::super::TIME_THRESHOLD;
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..100_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             // Up to about 18 minutes, and whole seconds plus a few nanoseconds.
             for rtt in [x >> 20, (x >> 54) * 1_000_000_000 + x % 16] {
                 let d = Duration::from_nanos(rtt);

@@ -122,6 +122,7 @@ impl FromIterator<u64> for Holes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::testing::xorshift;
     use std::collections::BTreeSet;
 
     #[test]
@@ -132,9 +133,7 @@ mod tests {
         let mut set = BTreeSet::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for step in 0..20_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let seq = match x % 4 {
                 0 => step,
                 _ => x % 512,

@@ -226,3 +226,12 @@ pub(crate) fn paths_of(picks: &[Pick]) -> Vec<u32> {
 pub(crate) fn seqs_of(picks: &[Pick]) -> Vec<u64> {
     picks.iter().map(|p| p.seq).collect()
 }
+
+/// The next number of a xorshift sequence (Marsaglia, "Xorshift RNGs", 2003: shifts 13, 7,
+/// 17): a fixed pseudo-random mix for the tests that check a structure against its reference.
+pub(crate) fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}

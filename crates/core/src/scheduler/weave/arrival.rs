@@ -327,6 +327,7 @@ mod tests {
     use super::super::call::PerCall;
     use super::super::test_support::*;
     use super::*;
+    use crate::scheduler::testing::xorshift;
 
     #[test]
     fn answers_come_out_in_a_min_heaps_order() {
@@ -337,9 +338,7 @@ mod tests {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut clock = 0;
         for _ in 0..50_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             if x % 3 == 0 {
                 assert_eq!(
                     answers.peek().copied(),

@@ -190,6 +190,7 @@ impl<T> SeqMap<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::testing::xorshift;
     use std::collections::HashMap;
 
     /// Inserts, removes and looks up numbers as a path's requests would (mostly rising, some
@@ -201,9 +202,7 @@ mod tests {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = 0u64;
         for step in 0..200_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let seq = match x % 10 {
                 // A new number, up to a few ahead.
                 0..=4 => {
