@@ -135,7 +135,7 @@ impl Weave {
 
     /// The earliest modelled answer (before the error terms) of the requests the scheduler
     /// made on `path` that are still in flight; drops the entries of answered and lost
-    /// requests it finds on top, so the heap holds about what is in flight.
+    /// requests it finds at the front, so the ring of answers holds about what is in flight.
     pub(super) fn earliest_answer(&mut self, path: PathId) -> Option<Instant> {
         let state = self.clocks.get_mut(&path)?;
         while let Some(&(at, seq)) = state.answers.peek() {
