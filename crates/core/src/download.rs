@@ -1573,4 +1573,13 @@ impl InFlightLookup for Lookup<'_> {
             }
         }
     }
+    fn awaited(&self, seq: u64) -> usize {
+        if seq < self.from.max(self.ring_base) || seq >= self.to {
+            return 0;
+        }
+        self.slots
+            .get((seq - self.ring_base) as usize)
+            .filter(|slot| !slot.received)
+            .map_or(0, |slot| usize::from(slot.copies))
+    }
 }

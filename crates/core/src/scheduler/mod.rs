@@ -157,6 +157,9 @@ pub trait InFlightLookup {
     /// Calls `f(seq, copies)` for each sequence number in flight and not yet received, lowest
     /// first, until `f` returns false.
     fn scan(&self, f: &mut dyn FnMut(u64, usize) -> bool);
+    /// The `copies` that `scan` reports for `seq`; 0 where it reports nothing (not in
+    /// flight, or received).
+    fn awaited(&self, seq: u64) -> usize;
 }
 
 /// Everything a scheduler may look at, read-only.
@@ -232,6 +235,11 @@ impl<'a> View<'a> {
     pub fn first_frame_end(&self) -> Option<u64> {
         let bytes = self.player?.first_frame_bytes()?;
         Some(bytes.div_ceil(self.packet_size))
+    }
+    /// What `scan_in_flight` reports for `seq` alone: its number of requests in flight, or 0
+    /// if it is not a candidate (not in flight, or received).
+    pub fn awaited_copies(&self, seq: u64) -> usize {
+        self.in_flight.awaited(seq)
     }
     /// Number of paths `seq` is in flight on.
     pub fn copies(&self, seq: u64) -> usize {

@@ -55,6 +55,12 @@ impl InFlightLookup for Flights {
             }
         }
     }
+    fn awaited(&self, seq: u64) -> usize {
+        if self.received.contains(&seq) {
+            return 0;
+        }
+        self.on.get(&seq).map_or(0, Vec::len)
+    }
 }
 
 /// A download's state reduced to what a view shows. Path counters (`in_flight`, `can_send`)
@@ -179,6 +185,11 @@ impl Fixture {
             picks.push(pick);
         }
         picks
+    }
+
+    /// Whether `seq` has arrived.
+    pub fn received(&self, seq: u64) -> bool {
+        self.flights.received.contains(&seq)
     }
 
     /// The copy of `seq` on `path` arrived: the window slot frees, and the cursor moves over

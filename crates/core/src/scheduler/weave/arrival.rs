@@ -113,6 +113,15 @@ impl Clocks {
         self.0[i].get_or_insert_with(|| PathClock::new(cfg))
     }
 
+    /// Every path's clock, with the path's id.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (PathId, &PathClock)> {
+        let id = |i: usize| PathId(u32::try_from(i).expect("path ids are u32"));
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, c)| c.as_ref().map(|c| (id(i), c)))
+    }
+
     pub(super) fn remove(&mut self, path: &PathId) {
         if let Some(clock) = self.0.get_mut(path.0 as usize) {
             *clock = None;
@@ -207,6 +216,20 @@ impl Answers {
     #[inline]
     pub(super) fn pop(&mut self) {
         self.0.pop_front();
+    }
+
+    /// The entries split where `first(answer)` stops holding, which it must do once and for
+    /// good (a test monotone in the answer): the entries before, earliest first, and those
+    /// after. A binary search.
+    pub(super) fn split(
+        &self,
+        first: impl Fn(Instant) -> bool,
+    ) -> (
+        impl Iterator<Item = (Instant, u64)> + '_,
+        impl Iterator<Item = (Instant, u64)> + '_,
+    ) {
+        let end = self.0.partition_point(|&(at, _)| first(at));
+        (self.0.range(..end).copied(), self.0.range(end..).copied())
     }
 }
 

@@ -45,94 +45,12 @@
 //! turns overdue (`Scheduler::poll_timeout`), since a path whose last requests are the
 //! late ones sees no other event until its RTO.
 
-use super::resend::Resend;
-use super::{PerCall, Weave, sole_holder};
-use crate::path::{PACKET_THRESHOLD, PathId};
+use super::{PerCall, Weave};
+use crate::path::PathId;
 use crate::scheduler::{PathView, View};
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 impl Weave {
-    /// The oldest packet in flight on one path only, not copied before, whose copy on `i`
-    /// would land first: before the original's modelled answer (with its path's error terms;
-    /// `before_tail`, only on a path losing `lossy_path` or more), or, if that answer is
-    /// overdue, before the resend (`resend_lands`). Without a model of the original (a request
-    /// the scheduler did not make), before the answer of a request sent now on the original's
-    /// path. At the task's tail, any packet on a path losing `lossy_path` or more whose window
-    /// holds `PACKET_THRESHOLD` requests or fewer (a loss there is found late). `soonest`:
-    /// seconds until the soonest path's answer.
-    pub(super) fn copy_candidate(
-        &self,
-        view: &View<'_>,
-        at: &[f64],
-        soonest: f64,
-        i: usize,
-        before_tail: bool,
-    ) -> Option<u64> {
-        let me = view.paths[i].id;
-        let now = view.now.since_epoch().as_secs_f64();
-        let original_lands = |path: PathId, seq: u64| -> Option<f64> {
-            self.modelled_answer(now, path, seq)
-                .or_else(|| view.paths.iter().position(|p| p.id == path).map(|j| at[j]))
-        };
-        let lossy: Vec<PathId> = view
-            .paths
-            .iter()
-            .filter(|q| q.loss_rate >= self.cfg.lossy_path)
-            .map(|q| q.id)
-            .collect();
-        // At the tail, the lossy paths whose losses show only by the time threshold or the RTO.
-        let found_late: Vec<PathId> = view
-            .paths
-            .iter()
-            .filter(|q| !before_tail && q.loss_rate >= self.cfg.lossy_path && q.cwnd <= PACKET_THRESHOLD)
-            .map(|q| q.id)
-            .collect();
-        // Once per call, not once per request in flight.
-        let overdue_after: Vec<(PathId, f64)> = view.paths.iter().map(|q| (q.id, self.overdue_after(q))).collect();
-        // The path a resend would go to: the soonest.
-        let soonest_path = (0..at.len()).min_by(|&a, &b| at[a].total_cmp(&at[b]));
-        let resender = soonest_path.map(|j| &view.paths[j]);
-        // It has room again with each answer: while answers are due on it, it copies what
-        // only an RTO would find lost, sooner than a later path's copy would land.
-        let resender_answers = resender.is_some_and(|r| self.answering(now, r.id));
-        let mut found = None;
-        view.scan_in_flight(&mut |seq, copies| {
-            if copies == 1 && !self.copied.contains(&seq) && !view.in_flight_on(seq, me) {
-                let mut sooner = false;
-                view.in_flight.paths_of(seq, &mut |p| {
-                    let overdue_after = overdue_after
-                        .iter()
-                        .find(|&&(id, _)| id == p)
-                        .map_or(0.0, |&(_, after)| after);
-                    // Before the tail a request not overdue yet is only copied off a lossy
-                    // path: elsewhere its answer is late, not lost.
-                    let sooner_copies = !before_tail || lossy.contains(&p);
-                    sooner |= original_lands(p, seq).is_some_and(|lands| {
-                        if lands > 0.0 {
-                            sooner_copies && (at[i] < lands || found_late.contains(&p))
-                        } else if lands > overdue_after {
-                            false
-                        } else {
-                            match self.resend_lands(view, now, p, seq, soonest, resender) {
-                                Resend::Lands(resent) => at[i] < resent,
-                                Resend::Never => true,
-                                Resend::Stuck(resent) => {
-                                    at[i] < resent && (soonest_path == Some(i) || !resender_answers)
-                                }
-                            }
-                        }
-                    })
-                });
-                if sooner {
-                    found = Some(seq);
-                    return false;
-                }
-            }
-            true
-        });
-        found
-    }
-
     /// The earliest modelled answer (before the error terms) of the requests the scheduler
     /// made on `path` that are still in flight; drops the entries of answered and lost
     /// requests it finds at the front, so the ring of answers holds about what is in flight.
@@ -172,37 +90,6 @@ impl Weave {
         } else {
             -self.cfg.overdue_deviations * self.clocks.get(&q.id).map_or(0.0, |c| c.deviation)
         }
-    }
-
-    /// The next moment a request in flight on one path only and not copied turns overdue,
-    /// once nothing is pending: `copy_candidate`'s trigger. When the late requests are the
-    /// last ones their path holds, no other event comes until that path's RTO.
-    pub(super) fn next_overdue(&self, view: &View<'_>) -> Option<Instant> {
-        if !view.pending.is_empty() || !self.cfg.tail_copies {
-            return None;
-        }
-        let now = view.now.since_epoch().as_secs_f64();
-        let mut earliest = f64::INFINITY;
-        view.scan_in_flight(&mut |seq, copies| {
-            if copies != 1 || self.copied.contains(&seq) {
-                return true;
-            }
-            let Some(q) = sole_holder(view, seq).and_then(|h| view.path(h)) else {
-                return true;
-            };
-            if let Some(lands) = self.modelled_answer(now, q.id, seq) {
-                let until = lands - self.overdue_after(q);
-                if until > 0.0 {
-                    earliest = earliest.min(until);
-                }
-            }
-            true
-        });
-        // Whole microseconds past the moment: a wake that lands on it, rounded down, would
-        // find nothing overdue and ask for itself again.
-        earliest
-            .is_finite()
-            .then(|| view.now + Duration::from_micros((earliest * 1e6).ceil() as u64 + 1))
     }
 }
 
