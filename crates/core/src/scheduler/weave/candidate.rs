@@ -1,7 +1,7 @@
 //! Finding the request the copy rules (`copies`) pick: a walk over everything in flight, or,
 //! where only overdue requests can qualify, each path's ring of modelled answers.
 
-use super::resend::Resend;
+use super::resend::{HolderResend, Resend};
 use super::{Weave, sole_holder};
 use crate::path::{PACKET_THRESHOLD, PathId};
 use crate::scheduler::View;
@@ -67,11 +67,23 @@ impl<'a, 'v> CopyRules<'a, 'v> {
     /// The copy of `seq`, overdue on `path`, lands before its resend would.
     fn before_resend(&self, path: PathId, seq: u64) -> bool {
         let resender = self.soonest_path.map(|j| &self.view.paths[j]);
+        self.lands_before(
+            self.weave
+                .resend_lands(self.view, self.now, path, seq, self.soonest, resender),
+        )
+    }
+
+    /// The resend model of `path`'s overdue requests (`Weave::holder_resend`).
+    fn holder_resend(&self, path: PathId) -> Option<HolderResend> {
+        let resender = self.soonest_path.map(|j| &self.view.paths[j]);
+        self.weave
+            .holder_resend(self.view, self.now, path, self.soonest, resender)
+    }
+
+    /// The copy lands before `resend`.
+    fn lands_before(&self, resend: Resend) -> bool {
         let at = self.at[self.i];
-        match self
-            .weave
-            .resend_lands(self.view, self.now, path, seq, self.soonest, resender)
-        {
+        match resend {
             Resend::Lands(resent) => at < resent,
             Resend::Never => true,
             Resend::Stuck(resent) => at < resent && (self.soonest_path == Some(self.i) || !self.resender_answers),
@@ -144,18 +156,28 @@ impl<'a, 'v> CopyRules<'a, 'v> {
             let (overdue, _) = clock
                 .answers
                 .split(|at| weave.answer_in(self.now, id, at) <= overdue_after);
+            // Once per path, not once per request (`Resend::Never` outside the view).
+            let holder = self.holder_resend(id);
+            let resend = |predicted| holder.map_or(Resend::Never, |h| h.lands(predicted));
             for (at, seq) in overdue {
-                if found.is_some_and(|f| f <= seq)
-                    || clock.predicted.get(seq).is_none_or(|p| p.at != at)
-                    || view.awaited_copies(seq) != 1
-                    || !view.in_flight_on(seq, id)
-                    || view.in_flight_on(seq, me)
-                    || weave.copied.contains(&seq)
-                    || !self.before_resend(id, seq)
+                if found.is_some_and(|f| f <= seq) {
+                    continue;
+                }
+                let Some(predicted) = clock.predicted.get(seq).filter(|p| p.at == at) else {
+                    continue;
+                };
+                if !self.lands_before(resend(predicted)) || view.awaited_copies(seq) != 1 || weave.copied.contains(&seq)
                 {
                     continue;
                 }
-                found = Some(seq);
+                let (mut on_it, mut on_me) = (false, false);
+                view.in_flight.paths_of(seq, &mut |p| {
+                    on_it |= p == id;
+                    on_me |= p == me;
+                });
+                if on_it && !on_me {
+                    found = Some(seq);
+                }
             }
         }
         found
