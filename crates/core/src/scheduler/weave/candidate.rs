@@ -170,6 +170,8 @@ impl<'a, 'v> CopyRules<'a, 'v> {
                 {
                     continue;
                 }
+                // The paths holding it, as the walk sees them: a tail loss probe holds its packet
+                // on its path without counting among the copies (`Path::record_tail_probe`).
                 let (mut on_it, mut on_me) = (false, false);
                 view.in_flight.paths_of(seq, &mut |p| {
                     on_it |= p == id;
