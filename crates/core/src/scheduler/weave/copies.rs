@@ -68,8 +68,8 @@ impl Weave {
     /// Before the task's tail, whether `copy_candidate` could find anything: a path losing
     /// `lossy_path` or more, a path whose arrival clock reads zero (a request without a
     /// model is taken to land then), or a request overdue on its path. Otherwise no request
-    /// qualifies, and the scan of everything in flight is skipped: at the reorder buffer's
-    /// limit it ran on every call, over thousands of requests on a fast path.
+    /// qualifies, and no path with room searches for one (`weave/candidate.rs`): at the
+    /// reorder buffer's limit every call would, one search per path.
     pub(super) fn may_copy_before_tail(&mut self, view: &View<'_>, call: &PerCall) -> bool {
         if view.paths.iter().any(|q| q.loss_rate >= self.cfg.lossy_path) || call.at.iter().any(|&at| at <= 0.0) {
             return true;
@@ -291,9 +291,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_buffer_skips_the_scan_for_copies_until_a_request_can_be_copied() {
+    fn a_full_buffer_skips_the_search_for_copies_until_a_request_can_be_copied() {
         // One packet allowed, in flight on path 1 since 0 ms, due at 10 ms: before then no
-        // request qualifies on a path that loses nothing, so nothing in flight is scanned.
+        // request qualifies on a path that loses nothing, so no path searches for one.
         let (mut f, mut w) = one_packet_allowed_in_flight_on_path_1();
         let may_copy = |w: &mut Weave, f: &Fixture| {
             let view = f.view();
@@ -303,7 +303,7 @@ mod tests {
         };
         f.now = Instant::from_nanos(5_000_000);
         assert!(!may_copy(&mut w, &f));
-        // Overdue: the scan runs, and finds it.
+        // Overdue: the search runs, and finds it.
         f.now = Instant::from_nanos(11_000_000);
         assert!(may_copy(&mut w, &f));
         // On a lossy path a request may be copied before it is due.
