@@ -64,13 +64,14 @@ impl<'a, 'v> CopyRules<'a, 'v> {
         self.before_tail && self.lossy.is_empty() && self.at.iter().all(|&a| a > 0.0)
     }
 
-    /// The copy of `seq`, overdue on `path`, lands before its resend would.
+    /// The copy of `seq`, overdue on `path`, lands before its resend would (never resent: a
+    /// request the scheduler did not make, or a path outside the view).
     fn before_resend(&self, path: PathId, seq: u64) -> bool {
-        let resender = self.soonest_path.map(|j| &self.view.paths[j]);
-        self.lands_before(
-            self.weave
-                .resend_lands(self.view, self.now, path, seq, self.soonest, resender),
-        )
+        let predicted = self.weave.clocks.get(&path).and_then(|c| c.predicted.get(seq));
+        self.lands_before(match (predicted, self.holder_resend(path)) {
+            (Some(predicted), Some(holder)) => holder.lands(predicted),
+            _ => Resend::Never,
+        })
     }
 
     /// The resend model of `path`'s overdue requests (`Weave::holder_resend`).
@@ -190,7 +191,7 @@ impl Weave {
     /// The oldest packet in flight on one path only, not copied before, whose copy on `i`
     /// would land first: before the original's modelled answer (with its path's error terms;
     /// `before_tail`, only on a path losing `lossy_path` or more), or, if that answer is
-    /// overdue, before the resend (`resend_lands`). Without a model of the original (a request
+    /// overdue, before the resend (`HolderResend::lands`). Without a model of the original (a request
     /// the scheduler did not make), before the answer of a request sent now on the original's
     /// path. At the task's tail, any packet on a path losing `lossy_path` or more whose window
     /// holds `PACKET_THRESHOLD` requests or fewer (a loss there is found late). `soonest`:

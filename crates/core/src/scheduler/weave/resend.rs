@@ -5,7 +5,7 @@ use crate::path::{PathId, TIME_THRESHOLD};
 use crate::scheduler::{PathView, View};
 use crate::time::Instant;
 
-/// When the answer to an overdue request comes if nothing is copied (`Weave::resend_lands`).
+/// When the answer to an overdue request comes if nothing is copied (`HolderResend::lands`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Resend {
     /// Its resend lands this many seconds from now.
@@ -28,24 +28,6 @@ impl Weave {
             .get(&path)
             .and_then(|c| c.clock)
             .is_some_and(|latest| self.answer_in(now, path, latest) > 0.0)
-    }
-
-    /// When the answer to `seq`, overdue on `path`, comes if nothing is copied
-    /// (`HolderResend::lands`); `Resend::Never` for a request the scheduler did not make.
-    pub(super) fn resend_lands(
-        &self,
-        view: &View<'_>,
-        now: f64,
-        path: PathId,
-        seq: u64,
-        soonest: f64,
-        resender: Option<&PathView>,
-    ) -> Resend {
-        let predicted = self.clocks.get(&path).and_then(|c| c.predicted.get(seq));
-        match (predicted, self.holder_resend(view, now, path, soonest, resender)) {
-            (Some(predicted), Some(holder)) => holder.lands(predicted),
-            _ => Resend::Never,
-        }
     }
 
     /// What the resend of a request overdue on `path` depends on besides the request: the
