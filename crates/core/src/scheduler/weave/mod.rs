@@ -19,9 +19,9 @@
 //! - the **pipe cap**, its **start-up test** and its room for **loss bursts** (`pipe`): no
 //!   more in flight than keeps the bottleneck busy, so that no standing queue makes the
 //!   answers late, and enough that a burst of losses leaves an answer behind it;
-//! - **copies** (`copies`, `candidate`, `resend`, `player`): at the task's tail, of requests overdue or
-//!   on a lossy path once the buffer is full, and of the first frame's packets at risk,
-//!   each where the copy lands before the original or its resend;
+//! - **copies** (`copies`, `candidate`, `resend`, `player`): at the task's tail, of
+//!   requests overdue or on a lossy path once the buffer is full, and of the first frame's
+//!   packets at risk, each where the copy lands before the original or its resend;
 //! - **stall shaping** (`stall`): playback about to run dry stalls at a frame's start;
 //! - the **shared-queue trial** (`shared`): a later path that waits in a sooner one's queue
 //!   is left idle once a trial shows the sooner one carries both shares; with `shared_line`
