@@ -182,6 +182,9 @@ pub(super) struct PathClock {
     pub(super) loss_burst: u64,
     /// Send order (`Weave::requests`) of the latest-sent request answered on the path.
     pub(super) answered_order: u64,
+    /// While requests sent to the path with nothing in flight await its first answer, the
+    /// earliest its next request may go (`WeaveConfig::idle_pacing`).
+    pub(super) paced_until: Option<Instant>,
     /// Moves on with every change to the clock: `PerCall` recomputes a path's values only when
     /// its view or its clock's version changed (or the time).
     pub(super) version: u64,
@@ -469,6 +472,35 @@ mod tests {
         let picks = f.run(&mut Weave::default());
         assert_eq!(paths_of(&picks), vec![0, 1, 0, 1, 0, 1, 0, 1]);
         assert_eq!(seqs_of(&picks), (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn requests_to_an_idle_path_are_paced_until_its_first_answer() {
+        // One 10 ms path of 1000 packets per second, a window of 10, nothing in flight.
+        let run = |idle_pacing: bool| {
+            let mut f = Fixture::new(vec![measured(path(0, 10, 10, 0))], 0..1000);
+            let mut w = Weave::with_config(WeaveConfig {
+                idle_pacing,
+                ..WeaveConfig::default()
+            });
+            let burst = seqs_of(&f.run(&mut w));
+            (f, w, burst)
+        };
+        assert_eq!(run(false).2, (0..10).collect::<Vec<_>>(), "off: the window at once");
+        let (mut f, mut w, burst) = run(true);
+        assert_eq!(burst, vec![0], "on: one request, then the gate");
+        // 1.25 × 1000 packets per second: 0.8 ms apart.
+        let gap = Instant::from_nanos(800_000);
+        assert_eq!(w.poll_timeout(), Some(gap));
+        f.now = Instant::from_nanos(799_000);
+        assert_eq!(w.next(&f.view()), None, "before the gap");
+        f.now = gap;
+        assert_eq!(seqs_of(&f.run(&mut w)), vec![1]);
+        // The first answer ends the pacing: the rest of the window goes at once.
+        f.now = Instant::from_nanos(10_000_000);
+        f.arrive(0, 0);
+        w.on_event(f.now, &answer(0, 0, 10));
+        assert_eq!(seqs_of(&f.run(&mut w)), (2..11).collect::<Vec<_>>());
     }
 
     #[test]

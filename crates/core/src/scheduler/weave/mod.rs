@@ -236,6 +236,7 @@ impl Weave {
         self.requests += 1;
         let path = p.id;
         let order = self.requests;
+        let pacing_gain = self.cfg.idle_pacing.then_some(self.cfg.pipe_gain);
         let state = self.clock_mut(path);
         // The clock chains the model's predictions; the error terms are added when read, and
         // the loss penalty too: it is what a loss adds on average to this answer, not a delay
@@ -245,6 +246,13 @@ impl Weave {
         let raw = Instant::from_nanos(((now.since_epoch().as_secs_f64() + model) * 1e9) as u64);
         state.clock = Some(raw);
         state.answers.push(raw, seq);
+        // A burst to a path with nothing in flight meets its bottleneck's queue at once; spaced
+        // a little faster than the path's rate, it is answered as soon and queues little.
+        if let Some(gain) =
+            pacing_gain.filter(|_| (p.in_flight == 0 || state.paced_until.is_some()) && state.peak.get().is_some())
+        {
+            state.paced_until = Some(now + Duration::from_secs_f64(1.0 / (gain * call.rate[j])));
+        }
         let queued = (model - call.unqueued[j]).max(0.0);
         state.predicted.insert(
             seq,
@@ -289,6 +297,15 @@ impl Weave {
             if !call.under_cap[j] || (self.cfg.shared_trial && self.shadowed(view, call, j)) {
                 continue;
             }
+            if let Some(until) = self
+                .clocks
+                .get(&p.id)
+                .and_then(|c| c.paced_until)
+                .filter(|&u| u > view.now)
+            {
+                self.wake = min_of(self.wake, Some(until));
+                continue;
+            }
             could_copy |= may_copy;
             let k = Self::offset(call, j);
             // Nothing of the first frame left for the soonest path to ask for: what is at
@@ -330,7 +347,7 @@ impl Weave {
             }
         }
         if could_copy {
-            self.wake = self.next_overdue(view);
+            self.wake = min_of(self.wake, self.next_overdue(view));
         }
         // A path left idle for a trial is judged when the trial ends: be called then, even
         // if nothing is in flight to call sooner.
@@ -412,6 +429,8 @@ impl Scheduler for Weave {
                 }
                 let state = self.clocks.entry(path, &self.cfg);
                 state.loss_run = 0;
+                // The answers clock the path's requests again.
+                state.paced_until = None;
                 let predicted = state.predicted.remove(seq);
                 if let Some(p) = predicted {
                     state.answered_order = state.answered_order.max(p.order);
