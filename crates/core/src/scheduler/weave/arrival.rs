@@ -6,7 +6,8 @@
 //! `A_i = max(min_rtt_i, clock_i − now + 1/R̂_i) + L_i + ē_i + d̄_i`, with `clock_i` the
 //! modelled answer to the path's latest request, `R̂_i` its peak rate over the last 10
 //! round trips (the bottleneck's rate; a windowed maximum, as BBR's bandwidth filter, so
-//! an aged-out peak gives way to the best rate since), sampled from the delivery rate
+//! an aged-out peak gives way to the best rate since; a round trip its own queue stretched
+//! counts at most 4 minimum RTTs or 200 ms), sampled from the delivery rate
 //! (Eq. 5) and from the rate each round trip's answers came at, which shows within one RTT
 //! what Eq. 5's window of answers shows seconds later,
 //! `L_i` Eq. 6's loss penalty (E − sRTT), on every answer, queued or not, but not in the

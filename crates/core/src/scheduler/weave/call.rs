@@ -77,7 +77,10 @@ impl Weave {
             }
             state.peaks_updated = Some(key);
             state.version += 1;
-            let window = Duration::from_secs_f64(self.cfg.peak_window_rtts * p.srtt.as_secs_f64());
+            let round = p
+                .srtt
+                .min((p.min_rtt.mul_f64(self.cfg.peak_window_queue)).max(self.cfg.peak_window_least));
+            let window = Duration::from_secs_f64(self.cfg.peak_window_rtts * round.as_secs_f64());
             // Once the peak ages out, the best rate measured since takes over, not the latest:
             // that one may come from a window the control has just cut (BBR's ProbeRTT at 4
             // packets for 200 ms, longer than the delivery rate's lag behind its recovery).
@@ -206,5 +209,33 @@ impl Weave {
                 .key
                 .is_some_and(|(now, _, size)| now == view.now && size == view.packet_size);
         comparable.then_some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+
+    #[test]
+    fn a_round_trip_stretched_by_its_own_queue_counts_as_four_minimum_rtts_in_the_peak() {
+        // An 8 ms path whose requests queue for 13 s: a burst read at 4 times its rate at 0 s
+        // ages out after 10 round trips of max(4 × 8 ms, 200 ms) = 2 s, not 10 × 13 s.
+        let mut p = path(0, 8, 10, 0);
+        p.srtt = Duration::from_secs(13);
+        p.delivery_rate = Some(4_000_000.0);
+        let mut f = Fixture::new(vec![p], 0..1000);
+        let mut w = Weave::default();
+        w.update_peaks(&f.view());
+        f.path_mut(0).delivery_rate = Some(1_000_000.0);
+        for (ms, peak) in [(1_000, 4e6), (2_100, 1e6)] {
+            f.now = Instant::from_nanos(ms * 1_000_000);
+            w.update_peaks(&f.view());
+            assert_eq!(
+                w.clocks.get(&PathId(0)).and_then(|c| c.peak.get()),
+                Some(peak),
+                "at {ms} ms"
+            );
+        }
     }
 }
