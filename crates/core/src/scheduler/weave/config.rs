@@ -102,10 +102,10 @@ pub struct WeaveConfig {
     /// rate apart until its first answer, not as one burst into its bottleneck's queue (random
     /// world 7190 under CUBIC: a 266-request burst to a 357 ms edge behind a 100-packet queue
     /// lost 166 at each task's start). On `pcdn sim --random 300 --seed 7001 --scheduler
-    /// weave`, against off, it moved (by more than 1 %) 56 worlds up and 29 down under CUBIC
-    /// (geometric mean +2.0 %, segmented worlds up to +70 %), 10 up and 11 down under `weft`,
-    /// 19 up and 17 down under BBR, but videos down to −56 % under CUBIC (7020, 7218, 7294,
-    /// 7104): off until their cause is found (docs/weave.md, "Bursts into an idle path").
+    /// weave`, against off, it moved (by more than 1 %) 52 worlds up and 30 down under CUBIC
+    /// (geometric mean +2.2 %, segmented worlds up to +75 %), 10 up and 11 down under `weft`,
+    /// 19 up and 16 down under BBR, but videos down to −36 % under CUBIC (7020, 7218, 7104):
+    /// off until their cause is found (docs/weave.md, "Bursts into an idle path").
     pub idle_pacing: bool,
 
     // ---- order ----
