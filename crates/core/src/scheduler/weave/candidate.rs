@@ -157,6 +157,10 @@ impl<'a, 'v> CopyRules<'a, 'v> {
             let (overdue, _) = clock
                 .answers
                 .split(|at| weave.answer_in(self.now, id, at) <= overdue_after);
+            let mut overdue = overdue.peekable();
+            if overdue.peek().is_none() {
+                continue;
+            }
             // Once per path, not once per request (`Resend::Never` outside the view).
             let holder = self.holder_resend(id);
             let resend = |predicted| holder.map_or(Resend::Never, |h| h.lands(predicted));

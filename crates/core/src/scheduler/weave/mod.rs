@@ -298,9 +298,10 @@ impl Weave {
                 continue;
             }
             if let Some(until) = self
-                .clocks
-                .get(&p.id)
-                .and_then(|c| c.paced_until)
+                .cfg
+                .idle_pacing
+                .then(|| self.clocks.get(&p.id).and_then(|c| c.paced_until))
+                .flatten()
                 .filter(|&u| u > view.now)
             {
                 self.wake = min_of(self.wake, Some(until));
